@@ -1,0 +1,1 @@
+"""abcmini: Attention Bias Scaffolding and Calibration, small and readable."""

@@ -1,0 +1,42 @@
+"""Batched greedy decoding and exact-match accuracy per length."""
+
+import torch
+
+from abcmini.model import Transformer
+from abcmini.tasks import POOL_DIGITS, Example, extrapolation_operands, format_task
+
+
+class GeometryError(ValueError):
+    pass
+
+
+def pad_width_for(length: int, fixed_pad_width: int | None) -> int:
+    """The pad width a test at ``length`` digits uses: the run's fixed width, or the length itself
+    (never below the training width) in the growing geometry."""
+    if length < 1:
+        raise GeometryError(f"length must be at least 1, got {length}")
+    if fixed_pad_width is None:
+        return max(length, POOL_DIGITS)
+    if length > fixed_pad_width:
+        raise GeometryError(f"length {length} does not fit the run's fixed pad width {fixed_pad_width}; train with a wider --pad-width")
+    return fixed_pad_width
+
+
+@torch.no_grad()
+def exact_match(model: Transformer, example: Example, batch_size: int = 1000, use_cache: bool = True) -> torch.Tensor:
+    """``[n]`` booleans: whether greedy decoding reproduces each whole target (EOS included)."""
+    model.eval()
+    device = next(model.parameters()).device
+    hits = []
+    for start in range(0, len(example.src), batch_size):
+        src = example.src[start : start + batch_size].to(device)
+        tgt = example.tgt_out[start : start + batch_size].to(device)
+        hits.append((model.greedy(src, tgt.shape[1], use_cache=use_cache) == tgt).all(dim=1).cpu())
+    return torch.cat(hits)
+
+
+def extrapolation_accuracy(model, task: str, length: int, fixed_pad_width: int | None, seed: int, batch_size: int = 1000) -> float:
+    """Accuracy on the seeded test set of numbers with exactly ``length`` digits."""
+    a, b = extrapolation_operands(task, length, seed)
+    example = format_task(task, a, b, pad_width_for(length, fixed_pad_width))
+    return exact_match(model, example, batch_size).float().mean().item()

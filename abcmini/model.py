@@ -1,0 +1,231 @@
+"""Encoder-decoder Transformer in einops, whose every attention takes an additive per-head bias.
+
+- ``Attention`` adds any bias broadcastable to ``[b h q k]`` to the pre-softmax scores and,
+  when asked, returns the attention probabilities (no hooks, no patching).
+- Pre-LayerNorm blocks; 0 encoder layers means cross-attention reads the embedded input
+  directly (what the authors' code does).
+- ``greedy`` decodes a batch with a key/value cache: step ``t`` runs the decoder on one token
+  and reads the cached keys/values of tokens ``< t``.
+"""
+
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from abcmini.positions import RelativePosition, alibi_bias, alibi_slopes, check_scheme, cyclic_positions, rotate, sinusoidal
+from abcmini.tasks import SOS, VOCAB
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    enc_layers: int = 1
+    dec_layers: int = 6
+    heads: int = 8
+    d_model: int = 128
+    d_ff: int = 512
+    dropout: float = 0.3
+    scheme: str = "vanilla"  # positional scheme, see positions.SCHEMES
+    period: int = 0  # Cyclic Position Indexing period T (0: off)
+    max_distance: int = 16  # clipping distance of the relative PE
+
+    def __post_init__(self):
+        check_scheme(self.scheme)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+PRESETS = {
+    # the paper's model (§3.4)
+    "paper": dict(enc_layers=1, dec_layers=6, heads=8, d_model=128, d_ff=512, dropout=0.3),
+    # the CPU recipe's model, chosen by measurement (README, "Choosing the CPU preset")
+    "cpu": dict(enc_layers=1, dec_layers=2, heads=4, d_model=64, d_ff=256, dropout=0.0),
+    # for tests and smoke runs
+    "tiny": dict(enc_layers=1, dec_layers=1, heads=2, d_model=32, d_ff=64, dropout=0.0),
+}
+
+
+def causal_bias(n_q: int, n_k: int, offset: int = 0, device=None) -> torch.Tensor:
+    """``[q k]``: 0 where key ``j <= offset + i``, −inf after."""
+    i = rearrange(torch.arange(n_q, device=device) + offset, "q -> q 1")
+    j = rearrange(torch.arange(n_k, device=device), "k -> 1 k")
+    return torch.zeros(n_q, n_k, device=device).masked_fill(j > i, float("-inf"))
+
+
+class KVCache:
+    """Preallocated keys/values ``[b h n d]`` of one self-attention, filled step by step."""
+
+    def __init__(self):
+        self.k = self.v = None
+        self.length = 0
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor, capacity: int):
+        if self.k is None:
+            self.k = k.new_empty(*k.shape[:2], capacity, k.shape[-1])
+            self.v = v.new_empty(*v.shape[:2], capacity, v.shape[-1])
+        end = self.length + k.shape[2]
+        self.k[:, :, self.length : end], self.v[:, :, self.length : end] = k, v
+        self.length = end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+
+class Attention(nn.Module):
+    """Multi-head attention: ``softmax(q kᵀ / sqrt(d) + bias) v``.
+
+    ``scheme`` is the positional scheme acting inside this attention (RoPE, ALiBi, relative),
+    or None (cross-attention, and the absolute schemes).
+    """
+
+    def __init__(self, cfg: ModelConfig, scheme: str | None):
+        super().__init__()
+        self.heads, self.dropout = cfg.heads, cfg.dropout
+        dim_head = cfg.d_model // cfg.heads
+        self.scheme = scheme
+        self.to_q = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+        self.to_kv = nn.Linear(cfg.d_model, 2 * cfg.d_model, bias=False)
+        self.to_out = nn.Linear(cfg.d_model, cfg.d_model)
+        if scheme == "alibi":
+            self.register_buffer("slopes", alibi_slopes(cfg.heads), persistent=False)
+        if scheme == "relative":
+            self.relative = RelativePosition(dim_head, cfg.max_distance)
+
+    def forward(self, x, context, q_pos, k_pos, bias=None, cache=None, capacity=0, need_weights=False):
+        """``x`` ``[b q d]`` attends to ``context`` ``[b k d]``; ``q_pos``/``k_pos`` index them.
+
+        With a ``cache`` (decoder self-attention), ``context`` holds only the new tokens and
+        the keys/values of earlier ones come from the cache.
+        """
+        q = rearrange(self.to_q(x), "b n (h d) -> b h n d", h=self.heads)
+        k, v = rearrange(self.to_kv(context), "b n (two h d) -> two b h n d", two=2, h=self.heads)
+        if self.scheme == "rope":
+            q, k = rotate(q, q_pos), rotate(k, k_pos[-k.shape[2] :])
+        if cache is not None:
+            k, v = cache.extend(k, v, capacity)
+        if self.scheme == "alibi":
+            bias = _add(bias, alibi_bias(self.slopes, q_pos, k_pos))
+        if self.scheme == "relative":
+            bias = _add(bias, self.relative(q, q_pos, k_pos))
+        dropout = self.dropout if self.training else 0.0
+        if need_weights:
+            scores = torch.einsum("b h q d, b h k d -> b h q k", q, k) * q.shape[-1] ** -0.5
+            probs = (scores if bias is None else scores + bias).softmax(dim=-1)
+            out = torch.einsum("b h q k, b h k d -> b h q d", F.dropout(probs, dropout, self.training), v)
+        else:
+            probs = None
+            mask = None if bias is None else bias.to(q.dtype)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        return self.to_out(rearrange(out, "b h n d -> b n (h d)")), probs
+
+
+def _add(bias, extra):
+    return extra if bias is None else bias + extra
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.d_ff, cfg.d_model))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig, inner: str | None):
+        super().__init__()
+        self.norm_attn, self.norm_ff = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+        self.attn, self.ff, self.drop = Attention(cfg, inner), FeedForward(cfg), nn.Dropout(cfg.dropout)
+
+    def forward(self, x, pos, bias=None):
+        h = self.norm_attn(x)
+        x = x + self.drop(self.attn(h, h, pos, pos, bias)[0])
+        return x + self.drop(self.ff(self.norm_ff(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig, inner: str | None):
+        super().__init__()
+        self.norm_self, self.norm_cross, self.norm_ff = (nn.LayerNorm(cfg.d_model) for _ in range(3))
+        self.self_attn, self.cross_attn = Attention(cfg, inner), Attention(cfg, None)
+        self.ff, self.drop = FeedForward(cfg), nn.Dropout(cfg.dropout)
+
+    def forward(self, x, memory, q_pos, k_pos, mem_pos, self_bias, cross_bias, cache=None, capacity=0, need_weights=False):
+        h = self.norm_self(x)
+        out, self_probs = self.self_attn(h, h, q_pos, k_pos, self_bias, cache, capacity, need_weights)
+        x = x + self.drop(out)
+        out, cross_probs = self.cross_attn(self.norm_cross(x), memory, q_pos, mem_pos, cross_bias, need_weights=need_weights)
+        x = x + self.drop(out)
+        return x + self.drop(self.ff(self.norm_ff(x))), {"self": self_probs, "cross": cross_probs}
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        inner = cfg.scheme if cfg.scheme in ("rope", "alibi", "relative") else None
+        self.embed = nn.Embedding(len(VOCAB), cfg.d_model)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg, inner) for _ in range(cfg.enc_layers))
+        self.enc_norm = nn.LayerNorm(cfg.d_model) if cfg.enc_layers else nn.Identity()
+        self.decoder = nn.ModuleList(DecoderLayer(cfg, inner) for _ in range(cfg.dec_layers))
+        self.dec_norm = nn.LayerNorm(cfg.d_model)
+        self.to_logits = nn.Linear(cfg.d_model, len(VOCAB))
+
+    def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)
+        return x + sinusoidal(pos, self.cfg.d_model) if self.cfg.scheme == "vanilla" else x
+
+    def positions(self, n: int, offset: int = 0, device=None) -> torch.Tensor:
+        return cyclic_positions(n, self.cfg.period, offset, device)
+
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        pos = self.positions(src.shape[1], device=src.device)
+        x = self.embed_tokens(src, pos)
+        for layer in self.encoder:
+            x = layer(x, pos)
+        return self.enc_norm(x)
+
+    def decode(self, tgt_in, memory, self_bias=None, cross_bias=None, need_weights=False):
+        """Teacher-forced decoder pass. Biases are ``[h T T]`` / ``[h T S]`` (or broadcastable);
+        the causal mask is added here. Returns logits ``[b T vocab]`` and per-layer attention."""
+        n, device = tgt_in.shape[1], tgt_in.device
+        pos, mem_pos = self.positions(n, device=device), self.positions(memory.shape[1], device=device)
+        self_bias = _add(self_bias, causal_bias(n, n, device=device))
+        x, attention = self.embed_tokens(tgt_in, pos), []
+        for layer in self.decoder:
+            x, probs = layer(x, memory, pos, pos, mem_pos, self_bias, cross_bias, need_weights=need_weights)
+            attention.append(probs)
+        return self.to_logits(self.dec_norm(x)), attention
+
+    def forward(self, src, tgt_in, self_bias=None, cross_bias=None, need_weights=False):
+        return self.decode(tgt_in, self.encode(src), self_bias, cross_bias, need_weights)
+
+    @torch.no_grad()
+    def greedy(self, src, steps: int, self_bias=None, cross_bias=None, use_cache: bool = True) -> torch.Tensor:
+        """Greedy decoding of ``steps`` tokens after SOS: ``[b steps]``.
+
+        ``self_bias``/``cross_bias`` cover the full output (``[h steps steps]``/``[h steps S]``);
+        each step uses its own row.
+        """
+        memory = self.encode(src)
+        tokens = torch.full((src.shape[0], steps + 1), SOS, dtype=torch.long, device=src.device)
+        if not use_cache:
+            for t in range(steps):
+                logits, _ = self.decode(tokens[:, : t + 1], memory, _rows(self_bias, 0, t + 1, t + 1), _rows(cross_bias, 0, t + 1))
+                tokens[:, t + 1] = logits[:, -1].argmax(-1)
+            return tokens[:, 1:]
+        caches = [KVCache() for _ in self.decoder]
+        mem_pos = self.positions(memory.shape[1], device=src.device)
+        k_pos_all = self.positions(steps, device=src.device)
+        for t in range(steps):
+            q_pos, k_pos = k_pos_all[t : t + 1], k_pos_all[: t + 1]
+            x = self.embed_tokens(tokens[:, t : t + 1], q_pos)
+            for layer, cache in zip(self.decoder, caches):
+                x, _ = layer(x, memory, q_pos, k_pos, mem_pos, _rows(self_bias, t, t + 1, t + 1), _rows(cross_bias, t, t + 1), cache, steps)
+            tokens[:, t + 1] = self.to_logits(self.dec_norm(x))[:, -1].argmax(-1)
+        return tokens[:, 1:]
+
+
+def _rows(bias, start, stop, keys=None):
+    """Rows ``start:stop`` (and the first ``keys`` columns) of a ``[... q k]`` bias."""
+    if bias is None:
+        return None
+    return bias[..., start:stop, :keys] if keys is not None else bias[..., start:stop, :]

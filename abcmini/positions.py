@@ -1,0 +1,75 @@
+"""Positional schemes: sinusoidal ("vanilla"), none (NoPE), RoPE, ALiBi, Shaw-style relative,
+and Cyclic Position Indexing (CPI), which any of them can use.
+
+Absolute schemes act on the token embeddings; RoPE, ALiBi and the relative PE act inside
+self-attention (encoder and decoder). Cross-attention gets no positional term from them: its
+positional signal comes from the embeddings and from explicit attention biases (ABS / ABC).
+"""
+
+import math
+
+import torch
+from einops import rearrange
+from torch import nn
+
+SCHEMES = ("vanilla", "nope", "rope", "alibi", "relative")
+
+
+def check_scheme(scheme: str) -> None:
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown positional scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+
+
+def cyclic_positions(n: int, period: int = 0, offset: int = 0, device=None) -> torch.Tensor:
+    """Position indices ``offset … offset+n-1``, taken ``mod period`` when CPI is on (period > 0)."""
+    positions = torch.arange(offset, offset + n, device=device)
+    return positions % period if period > 0 else positions
+
+
+def sinusoidal(positions: torch.Tensor, dim: int) -> torch.Tensor:
+    """Vaswani et al. (2017): ``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(…)``."""
+    inv_freq = torch.exp(torch.arange(0, dim, 2, device=positions.device) * (-math.log(10000.0) / dim))
+    angles = rearrange(positions.float(), "n -> n 1") * inv_freq
+    return rearrange(torch.stack([angles.sin(), angles.cos()], dim=-1), "n half two -> n (half two)")
+
+
+def rotate(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """RoPE (Su et al.): rotate channel pairs ``(x_i, x_{i+d/2})`` of ``[b h n d]`` by ``p θ_i``."""
+    dim = x.shape[-1]
+    inv_freq = base ** (-torch.arange(0, dim, 2, device=x.device).float() / dim)
+    angles = rearrange(positions.float(), "n -> n 1") * inv_freq
+    cos, sin = angles.cos(), angles.sin()
+    x1, x2 = x[..., : dim // 2], x[..., dim // 2 :]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).type_as(x)
+
+
+def alibi_slopes(heads: int) -> torch.Tensor:
+    """Press et al.: the geometric sequence ``2^(-8/h), 2^(-16/h), …``."""
+    return 2.0 ** (-8.0 * torch.arange(1, heads + 1) / heads)
+
+
+def alibi_bias(slopes: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    """``[h q k]`` linear penalty ``-m_h |i - j|``."""
+    distance = (rearrange(q_pos, "q -> q 1") - rearrange(k_pos, "k -> 1 k")).abs()
+    return -rearrange(slopes, "h -> h 1 1") * distance
+
+
+class RelativePosition(nn.Module):
+    """Shaw et al. (2018): a learned key embedding per clipped relative distance ``j - i``.
+
+    Adds ``q_i · a_{clip(j - i, ±K)} / sqrt(d)`` to the logits (the key half of Shaw et al.).
+    """
+
+    def __init__(self, dim_head: int, max_distance: int):
+        super().__init__()
+        self.max_distance = max_distance
+        self.table = nn.Embedding(2 * max_distance + 1, dim_head)
+        nn.init.normal_(self.table.weight, std=dim_head**-0.5)
+
+    def forward(self, q: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+        """``q`` is ``[b h q d]``; returns the ``[b h q k]`` logit term."""
+        distance = rearrange(k_pos, "k -> 1 k") - rearrange(q_pos, "q -> q 1")
+        index = distance.clamp(-self.max_distance, self.max_distance) + self.max_distance
+        per_distance = torch.einsum("b h q d, r d -> b h q r", q, self.table.weight) * q.shape[-1] ** -0.5
+        index = index.expand(*per_distance.shape[:2], *index.shape)
+        return per_distance.gather(-1, index)

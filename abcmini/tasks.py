@@ -1,0 +1,226 @@
+"""The four arithmetic tasks of the paper: vocabulary, formatting, data pools, test sets.
+
+Numbers are kept as digit tensors (``[n, width]``, most significant digit first) from the
+start, so a 60-digit operand is as easy as a 6-digit one and nothing overflows int64.
+Every operation below is vectorized over the batch; Python loops run over digit positions
+only (carry propagation, halving), never over samples.
+
+Sequence layout (paper §3.3, DESIGN.md §2), for pad width ``P``:
+
+- ``src``: operands left-padded with ``0`` to ``P`` digits, e.g. ``0123+0748``.
+- ``tgt``: the result zero-padded to ``P + 1`` digits and reversed (least significant first),
+  so ``0123+0748`` gives ``18700``. ``P + 1`` digits always hold the result (999+999, 999*9).
+- Parity works on the binary form of the number: ``P`` decimal digits become
+  ``bits(10^P - 1)`` binary digits; the seq2seq target is the running xor from the least
+  significant bit (its last token is the parity), the classification target is one token.
+- The decoder reads ``[SOS] + tgt`` and is trained to emit ``tgt + [EOS]``.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from einops import rearrange
+
+VOCAB = "0123456789+*$&@"
+PLUS, TIMES, SOS, EOS, PAD = (VOCAB.index(c) for c in "+*$&@")
+TASKS = ("successor", "addition", "nx1", "parity", "parity_class")
+POOL_SIZE = 2**20 + 1  # the paper's permutation of [0, 2^20]
+POOL_DIGITS = len(str(2**20))  # L_int: the longest operand in the pool has 7 digits
+
+
+def detokenize(tokens: torch.Tensor) -> str:
+    return "".join(VOCAB[t] for t in tokens.tolist())
+
+
+def parity_bits(pad_width: int) -> int:
+    """Binary width that holds every number of ``pad_width`` decimal digits."""
+    return (10**pad_width - 1).bit_length()
+
+
+# ---------------------------------------------------------------- digit arithmetic
+
+
+def int_to_digits(x: torch.Tensor, width: int) -> torch.Tensor:
+    """``[n]`` int64 → ``[n, width]`` decimal digits, most significant first."""
+    powers = 10 ** torch.arange(width - 1, -1, -1, device=x.device)
+    return torch.div(rearrange(x, "n -> n 1"), powers, rounding_mode="floor") % 10
+
+
+def pad_digits(digits: torch.Tensor, width: int) -> torch.Tensor:
+    """Left-pad ``[n, w]`` digits with zeros to ``[n, width]``."""
+    extra = width - digits.shape[1]
+    if extra < 0:
+        if digits[:, :-width].any():
+            raise ValueError(f"a number has more than {width} digits")
+        return digits[:, -width:]
+    return torch.nn.functional.pad(digits, (extra, 0))
+
+
+def add_digits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Sum of two ``[n, w]`` digit tensors as ``[n, w + 1]`` digits."""
+    out = torch.zeros(a.shape[0], a.shape[1] + 1, dtype=torch.long, device=a.device)
+    carry = torch.zeros(a.shape[0], dtype=torch.long, device=a.device)
+    for i in range(a.shape[1] - 1, -1, -1):
+        s = a[:, i] + b[:, i] + carry
+        out[:, i + 1], carry = s % 10, s // 10
+    out[:, 0] = carry
+    return out
+
+
+def mul_digit(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``[n, w]`` digits times ``[n]`` single digits → ``[n, w + 1]`` digits."""
+    out = torch.zeros(a.shape[0], a.shape[1] + 1, dtype=torch.long, device=a.device)
+    carry = torch.zeros(a.shape[0], dtype=torch.long, device=a.device)
+    for i in range(a.shape[1] - 1, -1, -1):
+        s = a[:, i] * b + carry
+        out[:, i + 1], carry = s % 10, s // 10
+    out[:, 0] = carry
+    return out
+
+
+def digits_to_bits(digits: torch.Tensor, n_bits: int) -> torch.Tensor:
+    """Decimal ``[n, w]`` → binary ``[n, n_bits]``, most significant bit first.
+
+    Halving a decimal digit string needs no carry loop: digit ``i`` of ``x // 2`` is
+    ``d_i // 2 + 5 * (d_{i-1} mod 2)``.
+    """
+    bits = []
+    for _ in range(n_bits):
+        bits.append(digits[:, -1] % 2)
+        previous_odd = torch.nn.functional.pad(digits[:, :-1] % 2, (1, 0))
+        digits = digits // 2 + 5 * previous_odd
+    if digits.any():
+        raise ValueError(f"a number needs more than {n_bits} bits")
+    return torch.stack(bits[::-1], dim=1)
+
+
+def running_xor(bits: torch.Tensor) -> torch.Tensor:
+    """The paper's parity scratchpad ``y_1 = x_1, y_i = y_{i-1} xor x_i``.
+
+    ``bits`` is most significant first (``x_n … x_1``); the result is ``y_1 … y_n``, i.e.
+    already in the reversed (least significant first) output order.
+    """
+    return bits.flip(1).cumsum(1) % 2
+
+
+# ---------------------------------------------------------------- task formatting
+
+
+@dataclass(frozen=True)
+class Example:
+    """A batch of formatted examples: encoder input, decoder input and decoder target."""
+
+    src: torch.Tensor  # [n, S]
+    tgt_in: torch.Tensor  # [n, T]  SOS + result
+    tgt_out: torch.Tensor  # [n, T]  result + EOS
+
+
+def check_task(task: str) -> None:
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+
+
+def is_binary(task: str) -> bool:
+    return task in ("addition", "nx1")
+
+
+def format_task(task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: int) -> Example:
+    """Format operands (digit tensors ``[n, w]``; ``b`` is ``[n]`` single digits for N×1)."""
+    check_task(task)
+    a = pad_digits(a, pad_width)
+    n = a.shape[0]
+    if task == "successor":
+        src = a
+        result = add_digits(a, pad_digits(torch.ones(n, 1, dtype=torch.long, device=a.device), pad_width))
+    elif task == "addition":
+        b = pad_digits(b, pad_width)
+        src = torch.cat([a, torch.full((n, 1), PLUS, device=a.device), b], dim=1)
+        result = add_digits(a, b)
+    elif task == "nx1":
+        src = torch.cat([a, torch.full((n, 1), TIMES, device=a.device), rearrange(b, "n -> n 1")], dim=1)
+        result = mul_digit(a, b)
+    else:
+        src = digits_to_bits(a, parity_bits(pad_width))
+        scratch = running_xor(src)
+        tgt = scratch if task == "parity" else scratch[:, -1:]
+        return _with_sos_eos(src, tgt)
+    return _with_sos_eos(src, result.flip(1))
+
+
+def _with_sos_eos(src: torch.Tensor, tgt: torch.Tensor) -> Example:
+    n = src.shape[0]
+    sos = torch.full((n, 1), SOS, dtype=torch.long, device=src.device)
+    eos = torch.full((n, 1), EOS, dtype=torch.long, device=src.device)
+    return Example(src, torch.cat([sos, tgt], 1), torch.cat([tgt, eos], 1))
+
+
+# ---------------------------------------------------------------- data pools
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The paper's random permutation of ``[0, 2^20]`` split 7:1 into train / validation."""
+
+    train: torch.Tensor
+    valid: torch.Tensor
+
+    @classmethod
+    def make(cls, seed: int) -> "Pool":
+        perm = torch.randperm(POOL_SIZE, generator=torch.Generator().manual_seed(seed))
+        cut = POOL_SIZE * 7 // 8
+        return cls(perm[:cut], perm[cut:])
+
+
+def sample_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.Generator):
+    """Draw ``n`` examples from a split; binary tasks draw each operand independently."""
+    a = numbers[torch.randint(len(numbers), (n,), generator=generator)]
+    a = int_to_digits(a, POOL_DIGITS)
+    if task == "addition":
+        b = int_to_digits(numbers[torch.randint(len(numbers), (n,), generator=generator)], POOL_DIGITS)
+    elif task == "nx1":
+        b = torch.randint(10, (n,), generator=generator)
+    else:
+        b = None
+    return a, b
+
+
+# ---------------------------------------------------------------- extrapolation sets
+
+
+def extrapolation_set_size(length: int) -> int:
+    return min(10**length - 10 ** (length - 1), 10_000)
+
+
+def exact_length_numbers(length: int, seed: int) -> torch.Tensor:
+    """``min(10^L − 10^(L−1), 10000)`` distinct numbers of exactly ``L`` digits, ``[n, L]``.
+
+    When there are at most 10,000 such numbers the set is all of them; otherwise a seeded
+    sample without replacement (random digit strings with a non-zero lead, deduplicated).
+    """
+    if length < 1:
+        raise ValueError(f"length must be at least 1, got {length}")
+    size = extrapolation_set_size(length)
+    if size == 10**length - 10 ** (length - 1):
+        return int_to_digits(torch.arange(10 ** (length - 1), 10**length), length)
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + length)
+    found = torch.empty(0, length, dtype=torch.long)
+    while len(found) < size:
+        draw = torch.randint(10, (2 * size, length), generator=generator)
+        draw[:, 0] = torch.randint(1, 10, (2 * size,), generator=generator)
+        found = torch.unique(torch.cat([found, draw]), dim=0)
+    keep = torch.randperm(len(found), generator=generator)[:size]
+    return found[keep]
+
+
+def extrapolation_operands(task: str, length: int, seed: int):
+    """Operands of the seeded test set at ``length``: every method sees the same set."""
+    a = exact_length_numbers(length, seed)
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + length + 7)
+    if task == "addition":
+        b = exact_length_numbers(length, seed + 1)
+        b = b[torch.randperm(len(b), generator=generator)]
+    elif task == "nx1":
+        b = torch.randint(10, (len(a),), generator=generator)
+    else:
+        b = None
+    return a, b

@@ -1,0 +1,171 @@
+"""Training loop, the CPU recipe, checkpoints that carry their full config, resume."""
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from abcmini.evaluate import exact_match
+from abcmini.model import PRESETS, ModelConfig, Transformer
+from abcmini.tasks import POOL_DIGITS, Pool, check_task, format_task, sample_operands
+
+CHECKPOINT = "checkpoint.pt"
+FORMAT_VERSION = 1
+
+
+class CheckpointError(ValueError):
+    pass
+
+
+@dataclass
+class RunConfig:
+    task: str = "successor"
+    scheme: str = "vanilla"
+    period: int = 0
+    preset: str = "cpu"
+    pad_width: int | None = 20  # fixed geometry; None: growing geometry (pad width follows the length)
+    seed: int = 0
+    data_seed: int = 0
+    steps: int = 3000
+    batch_size: int = 128
+    lr: float = 1e-3
+    warmup: int = 100
+    stop_at: float | None = None  # stop once validation exact match reaches this
+    eval_every: int = 250
+    valid_size: int = 1000
+    model_overrides: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        check_task(self.task)
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+        if self.pad_width is not None and self.pad_width < POOL_DIGITS:
+            raise ValueError(f"pad width must be at least {POOL_DIGITS} (the training numbers have up to {POOL_DIGITS} digits)")
+        self.model_config()  # validates the positional scheme
+
+    @property
+    def train_pad_width(self) -> int:
+        return self.pad_width if self.pad_width is not None else POOL_DIGITS
+
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(**{**PRESETS[self.preset], **self.model_overrides, "scheme": self.scheme, "period": self.period})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def learning_rate(cfg: RunConfig, step: int) -> float:
+    """Linear warmup, then cosine decay to 10% of the peak."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+def save_checkpoint(path: str, state: dict) -> None:
+    """Write to a temporary file, then rename: a kill never leaves a half-written checkpoint."""
+    tmp = f"{path}.tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(run_dir: str) -> dict:
+    path = os.path.join(run_dir, CHECKPOINT)
+    if not os.path.isdir(run_dir):
+        raise CheckpointError(f"run directory {run_dir!r} does not exist")
+    if not os.path.isfile(path):
+        raise CheckpointError(f"no checkpoint in {run_dir!r} (expected {CHECKPOINT})")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # truncated, corrupt or not a torch file at all
+        raise CheckpointError(f"checkpoint {path!r} is unreadable ({type(error).__name__}); it may be truncated or corrupt") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION or "config" not in state:
+        raise CheckpointError(f"{path!r} is not an abcmini checkpoint")
+    return state
+
+
+def load_model(state: dict, device="cpu") -> tuple[RunConfig, Transformer]:
+    cfg = RunConfig(**state["config"])
+    model = Transformer(cfg.model_config())
+    model.load_state_dict(state["model"])
+    return cfg, model.to(device).eval()
+
+
+class Trainer:
+    """Owns the model, optimizer, data and RNG of one run; ``step()`` is one optimizer update."""
+
+    def __init__(self, cfg: RunConfig, device="cpu"):
+        self.cfg, self.device = cfg, torch.device(device)
+        torch.manual_seed(cfg.seed)
+        self.model = Transformer(cfg.model_config()).to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
+        self.pool = Pool.make(cfg.data_seed)
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+        a, b = sample_operands(cfg.task, self.pool.valid, cfg.valid_size, torch.Generator().manual_seed(cfg.data_seed + 1))
+        self.valid = format_task(cfg.task, a, b, cfg.train_pad_width)
+        self.step_count, self.history, self.elapsed = 0, [], 0.0
+
+    def step(self) -> float:
+        cfg = self.cfg
+        self.model.train()
+        a, b = sample_operands(cfg.task, self.pool.train, cfg.batch_size, self.generator)
+        batch = format_task(cfg.task, a, b, cfg.train_pad_width)
+        logits, _ = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
+        loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.to(self.device).flatten())
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate(cfg, self.step_count)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.step_count += 1
+        return loss.item()
+
+    def validate(self) -> float:
+        return exact_match(self.model, self.valid).float().mean().item()
+
+    def state(self) -> dict:
+        return {
+            "format": FORMAT_VERSION,
+            "config": self.cfg.to_dict(),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "step": self.step_count,
+            "generator": self.generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "history": self.history,
+            "elapsed": self.elapsed,
+        }
+
+    def restore(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step_count, self.history, self.elapsed = state["step"], state["history"], state["elapsed"]
+        self.generator.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])
+
+    def run(self, run_dir: str, on_eval=None, on_step=None) -> dict:
+        """Train to ``steps`` (or until validation reaches ``stop_at``), evaluating and
+        checkpointing every ``eval_every`` steps. Returns the last history entry."""
+        cfg, path = self.cfg, os.path.join(run_dir, CHECKPOINT)
+        os.makedirs(run_dir, exist_ok=True)
+        start, losses = time.perf_counter() - self.elapsed, []
+        while self.step_count < cfg.steps:
+            losses.append(self.step())
+            if on_step:
+                on_step(self.step_count, losses[-1])
+            if self.step_count % cfg.eval_every == 0 or self.step_count == cfg.steps:
+                entry = {"step": self.step_count, "loss": sum(losses) / len(losses), "valid_acc": self.validate()}
+                self.elapsed = time.perf_counter() - start
+                entry["seconds"] = round(self.elapsed, 2)
+                self.history.append(entry)
+                losses = []
+                save_checkpoint(path, self.state())
+                if on_eval:
+                    on_eval(entry)
+                if cfg.stop_at is not None and entry["valid_acc"] >= cfg.stop_at:
+                    break
+        return self.history[-1] if self.history else {}

@@ -1,0 +1,169 @@
+"""abcmini command line: ``abcmini train``, ``abcmini eval`` (also ``python cli.py …``).
+
+Every option also accepts the underscore spelling (``--batch_size=64``), which is what a wandb
+sweep agent passes.
+"""
+
+import json
+import os
+import shutil
+import sys
+import time
+from contextlib import contextmanager
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+app = typer.Typer(
+    help="Attention Bias Scaffolding / Calibration for arithmetic length generalization.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+errors = Console(stderr=True)
+
+EVAL_FILE = "eval.json"
+PAPER_LENGTHS = "6,10,15,20,60"
+
+
+class UserError(Exception):
+    """Bad input: reported as one line, exit code 2."""
+
+
+@contextmanager
+def user_errors():
+    """Turn the library's validation errors into one clear line and exit code 2."""
+    try:
+        yield
+    except (UserError, ValueError) as error:
+        errors.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def parse_lengths(text: str) -> list[int]:
+    try:
+        lengths = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(f"--lengths takes comma-separated whole numbers, got {text!r}") from None
+    if not lengths:
+        raise UserError("--lengths is empty")
+    bad = [n for n in lengths if n < 1]
+    if bad:
+        raise UserError(f"length must be at least 1, got {bad[0]}")
+    return lengths
+
+
+def pick_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError("--device cuda was asked for but CUDA is not available")
+    return device
+
+
+@app.command()
+def train(
+    task: str = typer.Option("successor", help="successor | addition | nx1 | parity (running-xor scratchpad) | parity_class (one output token)."),
+    method: str = typer.Option("vanilla", help="Positional scheme: vanilla (sinusoidal) | nope | rope | alibi | relative (Shaw et al., clipped)."),
+    period: int = typer.Option(0, min=0, help="Cyclic Position Indexing period T: positions become i mod T (0 = off). Applies to any method."),
+    preset: str = typer.Option("cpu", help="Model size: paper (1 enc / 6 dec layers, 8 heads, d 128, FFN 512, dropout 0.3) | cpu | tiny."),
+    geometry: str = typer.Option("fixed", help="fixed: every operand padded to --pad-width in training and test (the paper's protocol); growing: pad width follows the test length."),
+    pad_width: int = typer.Option(20, "--pad-width", "--pad_width", min=1, help="Fixed geometry's pad width in digits; the longest length you can evaluate."),
+    seed: int = typer.Option(0, help="Seed of the model's initialisation and of the batch order."),
+    data_seed: int = typer.Option(0, "--data-seed", "--data_seed", help="Seed of the [0, 2^20] permutation and its 7:1 train/validation split."),
+    steps: int = typer.Option(3000, min=1, help="Maximum number of optimizer steps."),
+    stop_at: float = typer.Option(None, "--stop-at", "--stop_at", min=0.0, max=1.0, help="Stop once validation exact match reaches this (e.g. 0.995: train to interpolation)."),
+    batch_size: int = typer.Option(128, "--batch-size", "--batch_size", min=1, help="Examples per optimizer step."),
+    lr: float = typer.Option(1e-3, min=0.0, help="Peak learning rate (linear warmup, cosine decay to 10%)."),
+    warmup: int = typer.Option(100, min=0, help="Warmup steps."),
+    eval_every: int = typer.Option(250, "--eval-every", "--eval_every", min=1, help="Validate and checkpoint every this many steps."),
+    valid_size: int = typer.Option(1000, "--valid-size", "--valid_size", min=1, help="Validation examples (from the held-out 1/8 of the pool)."),
+    out: str = typer.Option(None, help="Run directory (default runs/<task>-<method>-s<seed>)."),
+    resume: bool = typer.Option(False, help="Continue the run in --out from its last checkpoint."),
+    overwrite: bool = typer.Option(False, help="Delete an existing run in --out and start afresh."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda."),
+):
+    """Train a model; checkpoints (with their full config) go to the run directory."""
+    with user_errors():
+        from abcmini.train import CHECKPOINT, RunConfig, Trainer, load_checkpoint
+
+        if geometry not in ("fixed", "growing"):
+            raise UserError(f"unknown geometry {geometry!r}; choose fixed or growing")
+        cfg = RunConfig(
+            task=task, scheme=method, period=period, preset=preset, pad_width=pad_width if geometry == "fixed" else None,
+            seed=seed, data_seed=data_seed, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
+            stop_at=stop_at, eval_every=eval_every, valid_size=valid_size,
+        )
+        out = out or os.path.join("runs", f"{task}-{method}-s{seed}")
+        exists = os.path.exists(os.path.join(out, CHECKPOINT))
+        if exists and not (resume or overwrite):
+            raise UserError(f"{out!r} already holds a run; pass --resume to continue it or --overwrite to replace it")
+        if overwrite and os.path.isdir(out):
+            shutil.rmtree(out)
+        trainer = Trainer(cfg, pick_device(device))
+        if resume and exists:
+            state = load_checkpoint(out)
+            if state["config"] != cfg.to_dict():
+                raise UserError(f"--resume: {out!r} was trained with a different configuration")
+            trainer.restore(state)
+    console.print(f"[bold]train[/] {cfg.task} · {cfg.scheme}{f' T={cfg.period}' if cfg.period else ''} · preset {cfg.preset} · "
+                  f"{'pad width ' + str(cfg.pad_width) if cfg.pad_width else 'growing geometry'} · seed {cfg.seed} → {out}")
+    columns = [TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("loss {task.fields[loss]:.4f} · valid {task.fields[valid]}"), TimeElapsedColumn()]
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task("training", total=cfg.steps, completed=trainer.step_count, loss=float("nan"), valid="–")
+
+        def on_eval(entry):
+            progress.update(bar, valid=f"{entry['valid_acc']:.2%}")
+            if not console.is_terminal:  # a log file gets one plain line per evaluation
+                console.print(f"step {entry['step']:>6} · loss {entry['loss']:.4f} · valid {entry['valid_acc']:.2%} · {entry['seconds']:.0f}s")
+
+        last = trainer.run(out, on_eval=on_eval, on_step=lambda step, loss: progress.update(bar, completed=step, loss=loss))
+    console.print(f"done: step {last.get('step')} · valid exact match {last.get('valid_acc', 0):.2%} · {last.get('seconds', 0):.0f}s")
+
+
+@app.command("eval")
+def evaluate(
+    run_dir: str = typer.Argument(..., help="A run directory written by `abcmini train`."),
+    lengths: str = typer.Option(PAPER_LENGTHS, help="Comma-separated operand lengths in digits."),
+    seed: int = typer.Option(0, help="Seed of the extrapolation sets (the same seed gives every method the same numbers)."),
+    batch_size: int = typer.Option(1000, "--batch-size", "--batch_size", min=1, help="Sequences decoded at once."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda."),
+):
+    """Exact-match accuracy by length on the seeded extrapolation sets; writes eval.json."""
+    with user_errors():
+        from abcmini.evaluate import extrapolation_accuracy, pad_width_for
+        from abcmini.train import load_checkpoint, load_model
+
+        wanted = parse_lengths(lengths)
+        cfg, model = load_model(load_checkpoint(run_dir), pick_device(device))
+        for length in wanted:
+            pad_width_for(length, cfg.pad_width)
+    results = {}
+    for length in wanted:
+        start = time.perf_counter()
+        results[length] = extrapolation_accuracy(model, cfg.task, length, cfg.pad_width, seed, batch_size)
+        console.print(f"length {length:>3}: {results[length]:.2%} ({time.perf_counter() - start:.1f}s)", highlight=False)
+    table = Table(title=f"{cfg.task} · {cfg.scheme} · {'pad ' + str(cfg.pad_width) if cfg.pad_width else 'growing'} · seed {cfg.seed}")
+    table.add_column("length", justify="right")
+    table.add_column("exact match", justify="right")
+    for length, acc in results.items():
+        table.add_row(str(length), f"{100 * acc:.1f}%")
+    console.print(table)
+    report = {"task": cfg.task, "method": cfg.scheme, "period": cfg.period, "pad_width": cfg.pad_width, "seed": cfg.seed,
+              "test_seed": seed, "accuracy": {str(k): v for k, v in results.items()}}
+    with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
+        json.dump(report, f, indent=2)
+
+
+def main():
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+import random
+
+import pytest
+import torch
+
+from abcmini.tasks import (
+    EOS,
+    POOL_SIZE,
+    SOS,
+    VOCAB,
+    Pool,
+    detokenize,
+    exact_length_numbers,
+    extrapolation_operands,
+    format_task,
+    int_to_digits,
+    parity_bits,
+    sample_operands,
+    extrapolation_set_size,
+)
+
+
+def digits(*numbers: int, width: int | None = None) -> torch.Tensor:
+    width = width or max(len(str(n)) for n in numbers)
+    return torch.tensor([[int(c) for c in str(n).zfill(width)] for n in numbers])
+
+
+def target_text(example, row=0) -> str:
+    """The decoder target without EOS, back in normal (most significant first) order."""
+    out = detokenize(example.tgt_out[row])
+    assert out.endswith("&") and detokenize(example.tgt_in[row]).startswith("$")
+    return out[:-1][::-1]
+
+
+def test_vocabulary_has_the_papers_15_tokens():
+    assert VOCAB == "0123456789+*$&@" and len(VOCAB) == 15
+    assert VOCAB[SOS] == "$" and VOCAB[EOS] == "&"
+
+
+def test_papers_example_is_reversed_and_zero_padded():
+    ex = format_task("addition", digits(123), digits(748), pad_width=4)
+    assert detokenize(ex.src[0]) == "0123+0748"
+    assert detokenize(ex.tgt_out[0]) == "17800&"  # 871 → 00871 → reversed 17800
+    assert detokenize(ex.tgt_in[0]) == "$17800"
+
+
+EDGE = [0, 9, 99, 999_999, 9_999_999, 2**20, 1_000_000, 10]
+
+
+@pytest.mark.parametrize("pad_width", [7, 12, 60])
+def test_successor_targets(pad_width):
+    numbers = EDGE + [random.Random(pad_width).randrange(2**20) for _ in range(50)]
+    ex = format_task("successor", digits(*numbers, width=7), None, pad_width)
+    assert ex.src.shape == (len(numbers), pad_width)
+    for row, n in enumerate(numbers):
+        assert detokenize(ex.src[row]) == str(n).zfill(pad_width)
+        assert target_text(ex, row) == str(n + 1).zfill(pad_width + 1)
+
+
+def test_successor_of_the_largest_number_of_the_pad_width():
+    ex = format_task("successor", digits(10**30 - 1), None, 30)
+    assert target_text(ex) == "1" + "0" * 30
+
+
+def test_addition_targets_random_and_edge():
+    rng = random.Random(1)
+    pairs = [(0, 0), (9, 1), (999_999, 1), (2**20, 2**20), (99, 999_999)]
+    pairs += [(rng.randrange(10**40), rng.randrange(10**40)) for _ in range(50)]
+    a, b = zip(*pairs)
+    ex = format_task("addition", digits(*a, width=40), digits(*b, width=40), 40)
+    for row, (x, y) in enumerate(pairs):
+        assert detokenize(ex.src[row]) == f"{str(x).zfill(40)}+{str(y).zfill(40)}"
+        assert target_text(ex, row) == str(x + y).zfill(41)
+
+
+@pytest.mark.parametrize("b", [0, 9, 1, 7])
+def test_nx1_targets(b):
+    numbers = EDGE + [random.Random(b).randrange(10**25) for _ in range(30)]
+    ex = format_task("nx1", digits(*numbers, width=25), torch.full((len(numbers),), b), 25)
+    for row, n in enumerate(numbers):
+        assert detokenize(ex.src[row]) == f"{str(n).zfill(25)}*{b}"
+        assert target_text(ex, row) == str(n * b).zfill(26)
+
+
+def test_parity_running_xor_and_classification():
+    rng = random.Random(2)
+    numbers = [0, 1, 2, 3, 9, 2**20, 10**20 - 1] + [rng.randrange(10**20) for _ in range(40)]
+    width = parity_bits(20)
+    assert width == (10**20 - 1).bit_length() == 67
+    seq = format_task("parity", digits(*numbers, width=20), None, 20)
+    cls = format_task("parity_class", digits(*numbers, width=20), None, 20)
+    for row, n in enumerate(numbers):
+        bits = bin(n)[2:].zfill(width)
+        assert detokenize(seq.src[row]) == bits
+        running, acc = [], 0
+        for bit in reversed(bits):  # y_1 = x_1 (least significant), y_i = y_{i-1} xor x_i
+            acc ^= int(bit)
+            running.append(str(acc))
+        assert detokenize(seq.tgt_out[row]) == "".join(running) + "&"
+        assert detokenize(cls.tgt_out[row]) == str(bin(n).count("1") % 2) + "&"
+
+
+def test_too_wide_number_is_refused():
+    with pytest.raises(ValueError):
+        format_task("successor", digits(12345678), None, 7)
+
+
+def test_pool_is_a_seeded_7_to_1_permutation():
+    pool = Pool.make(0)
+    together = torch.cat([pool.train, pool.valid])
+    assert torch.equal(together.sort().values, torch.arange(POOL_SIZE))
+    assert len(pool.train) == POOL_SIZE * 7 // 8
+    assert torch.equal(Pool.make(0).train, pool.train) and not torch.equal(Pool.make(1).train, pool.train)
+
+
+def test_training_operands_come_from_their_split():
+    pool = Pool.make(3)
+    train = set(pool.train.tolist())
+    a, b = sample_operands("addition", pool.train, 500, torch.Generator().manual_seed(0))
+    for x in (a, b):
+        values = (x * 10 ** torch.arange(x.shape[1] - 1, -1, -1)).sum(1)
+        assert set(values.tolist()) <= train
+    _, b = sample_operands("nx1", pool.train, 500, torch.Generator().manual_seed(0))
+    assert b.min() >= 0 and b.max() <= 9 and len(b.unique()) == 10
+
+
+@pytest.mark.parametrize("length", [1, 2, 4, 5, 6, 10, 20, 60])
+def test_extrapolation_sets_have_exactly_l_digits_and_the_stated_size(length):
+    numbers = exact_length_numbers(length, seed=0)
+    expected = min(10**length - 10 ** (length - 1), 10_000)
+    assert extrapolation_set_size(length) == expected
+    assert numbers.shape == (expected, length)
+    assert (numbers[:, 0] > 0).all()
+    assert len(torch.unique(numbers, dim=0)) == expected  # distinct numbers
+    assert torch.equal(numbers, exact_length_numbers(length, seed=0))  # seeded
+
+
+def test_small_lengths_are_the_whole_range():
+    assert sorted((exact_length_numbers(3, 0) @ torch.tensor([100, 10, 1])).tolist()) == list(range(100, 1000))
+
+
+def test_extrapolation_operands_for_binary_tasks():
+    a, b = extrapolation_operands("addition", 12, seed=5)
+    assert a.shape == b.shape == (10_000, 12) and (b[:, 0] > 0).all() and not torch.equal(a, b)
+    a, b = extrapolation_operands("nx1", 12, seed=5)
+    assert b.shape == (10_000,) and set(b.unique().tolist()) == set(range(10))
+    ex = format_task("addition", *extrapolation_operands("addition", 60, seed=0), 60)
+    assert ex.src.shape == (10_000, 121) and ex.tgt_out.shape == (10_000, 62)
+
+
+def test_int_to_digits():
+    assert int_to_digits(torch.tensor([0, 7, 1048576]), 7).tolist() == [[0] * 7, [0] * 6 + [7], [1, 0, 4, 8, 5, 7, 6]]
