@@ -1,0 +1,101 @@
+import json
+import os
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """A real (small) Successor model trained through the CLI, pad width 7."""
+    out = tmp_path_factory.mktemp("runs") / "successor"
+    result = invoke("train", "--task", "successor", "--method", "vanilla", "--preset", "cpu", "--pad-width", 7,
+                    "--steps", 300, "--eval-every", 100, "--valid-size", 300, "--stop-at", 0.99, "--out", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_training_through_the_cli_learns_successor(trained_run):
+    result = invoke("eval", trained_run, "--lengths", "1,2,3")
+    assert result.exit_code == 0, result.output
+    report = json.loads((trained_run / "eval.json").read_text())
+    accuracy = report["accuracy"]
+    assert set(accuracy) == {"1", "2", "3"}
+    # chance of an exact 9-token match is ~1e-9; a model that learned the task gets most right
+    assert accuracy["3"] >= 0.9, accuracy
+    assert "exact match" in result.output and "length" in result.output
+
+
+def test_checkpoint_carries_its_config(trained_run):
+    state = torch.load(trained_run / "checkpoint.pt", weights_only=True)
+    assert state["config"]["task"] == "successor" and state["config"]["pad_width"] == 7
+    assert state["config"]["scheme"] == "vanilla" and state["step"] >= 100
+
+
+def test_existing_run_needs_resume_or_overwrite(trained_run):
+    result = invoke("train", "--pad-width", 7, "--steps", 1, "--out", trained_run)
+    assert result.exit_code == 2 and "--resume" in result.output and "Traceback" not in result.output
+
+
+def test_sweep_style_option_spelling_is_accepted(tmp_path):
+    result = invoke("train", "--preset=tiny", "--pad_width=7", "--steps=2", "--eval_every=2", "--valid_size=8",
+                    "--batch_size=4", f"--out={tmp_path / 'r'}")
+    assert result.exit_code == 0, result.output
+    assert os.path.exists(tmp_path / "r" / "checkpoint.pt")
+
+
+def one_line_error(result, *needles):
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["train", "--task", "division"], ["unknown task", "division"]),
+        (["train", "--method", "xpos"], ["unknown positional scheme", "xpos"]),
+        (["train", "--preset", "huge"], ["unknown preset"]),
+        (["train", "--geometry", "spiral"], ["unknown geometry"]),
+        (["train", "--pad-width", "5"], ["pad width must be at least 7"]),
+    ],
+)
+def test_bad_training_input_is_one_line(args, needles, tmp_path):
+    one_line_error(invoke(*args, "--out", tmp_path / "x"), *needles)
+
+
+def test_bad_eval_input_is_one_line(trained_run, tmp_path):
+    one_line_error(invoke("eval", trained_run, "--lengths", "0,3"), "at least 1")
+    one_line_error(invoke("eval", trained_run, "--lengths", "3,x"), "comma-separated")
+    one_line_error(invoke("eval", trained_run, "--lengths", "10"), "does not fit", "pad width 7")
+    one_line_error(invoke("eval", tmp_path / "nowhere"), "does not exist")
+    (tmp_path / "empty").mkdir()
+    one_line_error(invoke("eval", tmp_path / "empty"), "no checkpoint")
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    data = (trained_run / "checkpoint.pt").read_bytes()
+    (corrupt / "checkpoint.pt").write_bytes(data[: len(data) // 2])
+    one_line_error(invoke("eval", corrupt), "unreadable")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    torch.save({"weights": torch.zeros(3)}, foreign / "checkpoint.pt")
+    one_line_error(invoke("eval", foreign), "not an abcmini checkpoint")
+
+
+def test_every_command_explains_every_option():
+    for command in ("train", "eval"):
+        result = invoke(command, "--help")
+        assert result.exit_code == 0
+        assert result.output.count("--") >= 3

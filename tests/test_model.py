@@ -1,0 +1,96 @@
+import pytest
+import torch
+
+from abcmini.model import PRESETS, ModelConfig, Transformer, causal_bias
+from abcmini.positions import SCHEMES, alibi_bias, alibi_slopes, cyclic_positions
+from abcmini.tasks import SOS, exact_length_numbers, format_task
+
+
+def random_model(scheme="vanilla", period=0, **overrides) -> Transformer:
+    torch.manual_seed(0)
+    return Transformer(ModelConfig(**{**PRESETS["tiny"], "heads": 4, **overrides}, scheme=scheme, period=period)).eval()
+
+
+def batch(length=9, pad=12, n=48, task="successor"):
+    return format_task(task, exact_length_numbers(length, 0)[:n], None, pad)
+
+
+def random_bias(heads, q, k, seed):
+    """A bias with real values and −inf holes; every row keeps its first column open."""
+    g = torch.Generator().manual_seed(seed)
+    bias = torch.randn(heads, q, k, generator=g)
+    bias[torch.rand(heads, q, k, generator=g) < 0.3] = float("-inf")
+    bias[..., 0] = 0.0
+    return bias
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("period", [0, 3])
+def test_cached_decoding_gives_the_same_tokens_as_uncached(scheme, period):
+    model = random_model(scheme, period)
+    ex = batch()
+    steps = ex.tgt_out.shape[1]
+    cached = model.greedy(ex.src, steps, use_cache=True)
+    uncached = model.greedy(ex.src, steps, use_cache=False)
+    assert cached.shape == (48, steps)
+    assert torch.equal(cached, uncached)
+    assert len(cached.unique()) > 1  # a constant output would make the comparison vacuous
+
+
+@pytest.mark.parametrize("enc_layers", [0, 1])
+def test_cached_decoding_with_biases_matches_uncached(enc_layers):
+    model = random_model("nope", enc_layers=enc_layers)
+    ex = batch()
+    steps, src_len = ex.tgt_out.shape[1], ex.src.shape[1]
+    self_bias, cross_bias = random_bias(4, steps, steps, 1), random_bias(4, steps, src_len, 2)
+    cached = model.greedy(ex.src, steps, self_bias, cross_bias, use_cache=True)
+    uncached = model.greedy(ex.src, steps, self_bias, cross_bias, use_cache=False)
+    assert torch.equal(cached, uncached)
+    assert not torch.equal(cached, model.greedy(ex.src, steps, use_cache=True))  # the biases matter
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_teacher_forcing_agrees_with_greedy_and_both_attention_paths_agree(scheme):
+    model = random_model(scheme, dec_layers=2)
+    ex = batch()
+    tokens = model.greedy(ex.src, ex.tgt_out.shape[1])
+    tgt_in = torch.cat([torch.full((48, 1), SOS), tokens[:, :-1]], dim=1)
+    fast, no_probs = model(ex.src, tgt_in)
+    explicit, attention = model(ex.src, tgt_in, need_weights=True)
+    assert torch.equal(fast.argmax(-1), tokens)
+    torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=1e-5)
+    assert no_probs[0]["self"] is None
+    last = attention[-1]
+    assert last["self"].shape == (48, 4, tgt_in.shape[1], tgt_in.shape[1])
+    assert last["cross"].shape == (48, 4, tgt_in.shape[1], ex.src.shape[1])
+    torch.testing.assert_close(last["cross"].sum(-1), torch.ones(48, 4, tgt_in.shape[1]))
+    assert (last["self"].triu(1) == 0).all()  # causal
+
+
+def test_bias_steers_attention_per_head():
+    model = random_model("vanilla")
+    ex = batch(n=4)
+    q, k = ex.tgt_in.shape[1], ex.src.shape[1]
+    cross = torch.full((4, q, k), float("-inf"))
+    for head in range(4):
+        cross[head, :, head] = 0.0  # head h may only look at input position h
+    _, attention = model(ex.src, ex.tgt_in, cross_bias=cross, need_weights=True)
+    probs = attention[0]["cross"]
+    for head in range(4):
+        assert torch.allclose(probs[:, head, :, head], torch.ones(4, q))
+
+
+def test_causal_bias_and_cpi_and_alibi():
+    assert causal_bias(3, 3).isinf().tolist() == [[False, True, True], [False, False, True], [False, False, False]]
+    assert cyclic_positions(7, 3).tolist() == [0, 1, 2, 0, 1, 2, 0]
+    assert cyclic_positions(4).tolist() == [0, 1, 2, 3]
+    bias = alibi_bias(alibi_slopes(2), torch.arange(3), torch.arange(3))
+    assert bias.shape == (2, 3, 3)
+    assert bias[0, 2, 0] == -2 * 2**-4 and bias[1, 0, 1] == -(2**-8) and (bias.diagonal(dim1=1, dim2=2) == 0).all()
+
+
+def test_cyclic_positions_change_the_model():
+    ex = batch()
+    steps = ex.tgt_out.shape[1]
+    assert not torch.equal(random_model("vanilla", 0)(ex.src, ex.tgt_in)[0], random_model("vanilla", 3)(ex.src, ex.tgt_in)[0])
+    assert steps > 3
