@@ -112,7 +112,7 @@ def train(
                 raise UserError(f"--resume: {out!r} was trained with a different configuration")
             trainer.restore(state)
     console.print(f"[bold]train[/] {cfg.task} · {cfg.scheme}{f' T={cfg.period}' if cfg.period else ''} · preset {cfg.preset} · "
-                  f"{'pad width ' + str(cfg.pad_width) if cfg.pad_width else 'growing geometry'} · seed {cfg.seed} → {out}")
+                  f"{'pad width ' + str(cfg.pad_width) if cfg.pad_width else 'growing geometry'} · seed {cfg.seed} → {out}", soft_wrap=True)
     columns = [TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("loss {task.fields[loss]:.4f} · valid {task.fields[valid]}"), TimeElapsedColumn()]
     with Progress(*columns, console=console) as progress:
@@ -122,6 +122,7 @@ def train(
             progress.update(bar, valid=f"{entry['valid_acc']:.2%}")
             if not console.is_terminal:  # a log file gets one plain line per evaluation
                 console.print(f"step {entry['step']:>6} · loss {entry['loss']:.4f} · valid {entry['valid_acc']:.2%} · {entry['seconds']:.0f}s")
+                sys.stdout.flush()
 
         last = trainer.run(out, on_eval=on_eval, on_step=lambda step, loss: progress.update(bar, completed=step, loss=loss))
     console.print(f"done: step {last.get('step')} · valid exact match {last.get('valid_acc', 0):.2%} · {last.get('seconds', 0):.0f}s")
@@ -149,6 +150,7 @@ def evaluate(
         start = time.perf_counter()
         results[length] = extrapolation_accuracy(model, cfg.task, length, cfg.pad_width, seed, batch_size)
         console.print(f"length {length:>3}: {results[length]:.2%} ({time.perf_counter() - start:.1f}s)", highlight=False)
+        sys.stdout.flush()
     table = Table(title=f"{cfg.task} · {cfg.scheme} · {'pad ' + str(cfg.pad_width) if cfg.pad_width else 'growing'} · seed {cfg.seed}")
     table.add_column("length", justify="right")
     table.add_column("exact match", justify="right")
