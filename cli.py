@@ -69,7 +69,8 @@ def pick_device(device: str) -> str:
 @app.command()
 def train(
     task: str = typer.Option("successor", help="successor | addition | nx1 | parity (running-xor scratchpad) | parity_class (one output token)."),
-    method: str = typer.Option("vanilla", help="Positional scheme: vanilla (sinusoidal) | nope | rope | alibi | relative (Shaw et al., clipped)."),
+    method: str = typer.Option("vanilla", help="Positional scheme: vanilla (sinusoidal) | nope | rope | alibi | relative (Shaw et al., clipped); or an ABS configuration of the paper: '+w=1' | '+T=3' | 'NoPE+w=1'."),
+    window: int = typer.Option(None, min=0, help="ABS window w: decoder self-attention sees its diagonal and w below, cross-attention the aligned input digit ±w (binary tasks get interleaved operands)."),
     period: int = typer.Option(0, min=0, help="Cyclic Position Indexing period T: positions become i mod T (0 = off). Applies to any method."),
     preset: str = typer.Option("cpu", help="Model size: paper (1 enc / 6 dec layers, 8 heads, d 128, FFN 512, dropout 0.3) | cpu | tiny."),
     geometry: str = typer.Option("fixed", help="fixed: every operand padded to --pad-width in training and test (the paper's protocol); growing: pad width follows the test length."),
@@ -90,16 +91,17 @@ def train(
 ):
     """Train a model; checkpoints (with their full config) go to the run directory."""
     with user_errors():
-        from abcmini.train import CHECKPOINT, RunConfig, Trainer, load_checkpoint
+        from abcmini.train import CHECKPOINT, RunConfig, Trainer, load_checkpoint, resolve_method
 
         if geometry not in ("fixed", "growing"):
             raise UserError(f"unknown geometry {geometry!r}; choose fixed or growing")
+        scheme, window, period = resolve_method(method, window, period)
         cfg = RunConfig(
-            task=task, scheme=method, period=period, preset=preset, pad_width=pad_width if geometry == "fixed" else None,
+            task=task, scheme=scheme, period=period, window=window, preset=preset, pad_width=pad_width if geometry == "fixed" else None,
             seed=seed, data_seed=data_seed, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
             stop_at=stop_at, eval_every=eval_every, valid_size=valid_size,
         )
-        out = out or os.path.join("runs", f"{task}-{method}-s{seed}")
+        out = out or os.path.join("runs", f"{task}-{cfg.label.replace('+', '_').replace('=', '')}-s{seed}")
         exists = os.path.exists(os.path.join(out, CHECKPOINT))
         if exists and not (resume or overwrite):
             raise UserError(f"{out!r} already holds a run; pass --resume to continue it or --overwrite to replace it")
@@ -111,7 +113,7 @@ def train(
             if state["config"] != cfg.to_dict():
                 raise UserError(f"--resume: {out!r} was trained with a different configuration")
             trainer.restore(state)
-    console.print(f"[bold]train[/] {cfg.task} · {cfg.scheme}{f' T={cfg.period}' if cfg.period else ''} · preset {cfg.preset} · "
+    console.print(f"[bold]train[/] {cfg.task} · {cfg.label} · preset {cfg.preset} · "
                   f"{'pad width ' + str(cfg.pad_width) if cfg.pad_width else 'growing geometry'} · seed {cfg.seed} → {out}", soft_wrap=True)
     columns = [TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("loss {task.fields[loss]:.4f} · valid {task.fields[valid]}"), TimeElapsedColumn()]
@@ -148,16 +150,16 @@ def evaluate(
     results = {}
     for length in wanted:
         start = time.perf_counter()
-        results[length] = extrapolation_accuracy(model, cfg.task, length, cfg.pad_width, seed, batch_size)
+        results[length] = extrapolation_accuracy(model, cfg.task, length, cfg.pad_width, seed, cfg.bias(), cfg.aligned, batch_size)
         console.print(f"length {length:>3}: {results[length]:.2%} ({time.perf_counter() - start:.1f}s)", highlight=False)
         sys.stdout.flush()
-    table = Table(title=f"{cfg.task} · {cfg.scheme} · {'pad ' + str(cfg.pad_width) if cfg.pad_width else 'growing'} · seed {cfg.seed}")
+    table = Table(title=f"{cfg.task} · {cfg.label} · {'pad ' + str(cfg.pad_width) if cfg.pad_width else 'growing'} · seed {cfg.seed}")
     table.add_column("length", justify="right")
     table.add_column("exact match", justify="right")
     for length, acc in results.items():
         table.add_row(str(length), f"{100 * acc:.1f}%")
     console.print(table)
-    report = {"task": cfg.task, "method": cfg.scheme, "period": cfg.period, "pad_width": cfg.pad_width, "seed": cfg.seed,
+    report = {"task": cfg.task, "method": cfg.label, "scheme": cfg.scheme, "window": cfg.window, "period": cfg.period, "pad_width": cfg.pad_width, "seed": cfg.seed,
               "test_seed": seed, "accuracy": {str(k): v for k, v in results.items()}}
     with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
         json.dump(report, f, indent=2)

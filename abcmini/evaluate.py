@@ -23,20 +23,27 @@ def pad_width_for(length: int, fixed_pad_width: int | None) -> int:
 
 
 @torch.no_grad()
-def exact_match(model: Transformer, example: Example, batch_size: int = 1000, use_cache: bool = True) -> torch.Tensor:
-    """``[n]`` booleans: whether greedy decoding reproduces each whole target (EOS included)."""
+def exact_match(model: Transformer, example: Example, bias=None, batch_size: int = 1000, use_cache: bool = True) -> torch.Tensor:
+    """``[n]`` booleans: whether greedy decoding reproduces each whole target (EOS included).
+
+    ``bias`` (optional) maps ``(n_q, n_src, device)`` to ``(self_bias, cross_bias)``.
+    """
     model.eval()
     device = next(model.parameters()).device
+    steps, n_src = example.tgt_out.shape[1], example.src.shape[1]
+    self_bias, cross_bias = bias(steps, n_src, device) if bias is not None else (None, None)
     hits = []
     for start in range(0, len(example.src), batch_size):
         src = example.src[start : start + batch_size].to(device)
         tgt = example.tgt_out[start : start + batch_size].to(device)
-        hits.append((model.greedy(src, tgt.shape[1], use_cache=use_cache) == tgt).all(dim=1).cpu())
+        tokens = model.greedy(src, steps, self_bias, cross_bias, use_cache=use_cache)
+        hits.append((tokens == tgt).all(dim=1).cpu())
     return torch.cat(hits)
 
 
-def extrapolation_accuracy(model, task: str, length: int, fixed_pad_width: int | None, seed: int, batch_size: int = 1000) -> float:
+def extrapolation_accuracy(model, task: str, length: int, fixed_pad_width: int | None, seed: int,
+                           bias=None, aligned: bool = False, batch_size: int = 1000) -> float:
     """Accuracy on the seeded test set of numbers with exactly ``length`` digits."""
     a, b = extrapolation_operands(task, length, seed)
-    example = format_task(task, a, b, pad_width_for(length, fixed_pad_width))
-    return exact_match(model, example, batch_size).float().mean().item()
+    example = format_task(task, a, b, pad_width_for(length, fixed_pad_width), aligned)
+    return exact_match(model, example, bias, batch_size).float().mean().item()

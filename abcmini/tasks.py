@@ -19,7 +19,7 @@ Sequence layout (paper §3.3, DESIGN.md §2), for pad width ``P``:
 from dataclasses import dataclass
 
 import torch
-from einops import rearrange
+from einops import rearrange, repeat
 
 VOCAB = "0123456789+*$&@"
 PLUS, TIMES, SOS, EOS, PAD = (VOCAB.index(c) for c in "+*$&@")
@@ -124,21 +124,30 @@ def is_binary(task: str) -> bool:
     return task in ("addition", "nx1")
 
 
-def format_task(task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: int) -> Example:
-    """Format operands (digit tensors ``[n, w]``; ``b`` is ``[n]`` single digits for N×1)."""
+def format_task(task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: int, aligned: bool = False) -> Example:
+    """Format operands (digit tensors ``[n, w]``; ``b`` is ``[n]`` single digits for N×1).
+
+    ``aligned`` interleaves the operands of a binary task (ABS input alignment):
+    ``a_n…a_1 + b_n…b_1 → + a_n b_n … a_1 b_1`` and ``a_n…a_1 * b → * a_n b … a_1 b``.
+    """
     check_task(task)
     a = pad_digits(a, pad_width)
     n = a.shape[0]
     if task == "successor":
         src = a
         result = add_digits(a, pad_digits(torch.ones(n, 1, dtype=torch.long, device=a.device), pad_width))
-    elif task == "addition":
-        b = pad_digits(b, pad_width)
-        src = torch.cat([a, torch.full((n, 1), PLUS, device=a.device), b], dim=1)
-        result = add_digits(a, b)
-    elif task == "nx1":
-        src = torch.cat([a, torch.full((n, 1), TIMES, device=a.device), rearrange(b, "n -> n 1")], dim=1)
-        result = mul_digit(a, b)
+    elif task in ("addition", "nx1"):
+        op = torch.full((n, 1), PLUS if task == "addition" else TIMES, device=a.device)
+        if task == "addition":
+            b = pad_digits(b, pad_width)
+            result = add_digits(a, b)
+        else:
+            result = mul_digit(a, b)
+            b = repeat(b, "n -> n p", p=pad_width) if aligned else rearrange(b, "n -> n 1")
+        if aligned:
+            src = torch.cat([op, rearrange([a, b], "two n p -> n (p two)")], dim=1)
+        else:
+            src = torch.cat([a, op, b], dim=1)
     else:
         src = digits_to_bits(a, parity_bits(pad_width))
         scratch = running_xor(src)

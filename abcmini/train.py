@@ -2,15 +2,17 @@
 
 import math
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.nn.functional as F
 
+from abcmini.biases import Window
 from abcmini.evaluate import exact_match
 from abcmini.model import PRESETS, ModelConfig, Transformer
-from abcmini.tasks import POOL_DIGITS, Pool, check_task, format_task, sample_operands
+from abcmini.tasks import POOL_DIGITS, Pool, check_task, format_task, is_binary, sample_operands
 
 CHECKPOINT = "checkpoint.pt"
 FORMAT_VERSION = 1
@@ -20,11 +22,28 @@ class CheckpointError(ValueError):
     pass
 
 
+def resolve_method(method: str, window: int | None, period: int) -> tuple[str, int | None, int]:
+    """A method name → ``(positional scheme, ABS window, CPI period)``.
+
+    Positional schemes (``vanilla``, ``nope``, ``rope``, ``alibi``, ``relative``) take
+    ``--window``/``--period`` as given. The paper's ABS configurations: ``+w=W`` (sinusoidal +
+    window W), ``+T=T`` (sinusoidal + window, default 1, + CPI period T), ``NoPE+w=W``.
+    """
+    match = re.fullmatch(r"(\+w|\+T|NoPE\+w)=(\d+)", method)
+    if not match:
+        return method, window, period
+    kind, value = match.group(1), int(match.group(2))
+    if kind == "+T":
+        return "vanilla", 1 if window is None else window, value
+    return ("nope" if kind == "NoPE+w" else "vanilla"), value, period
+
+
 @dataclass
 class RunConfig:
     task: str = "successor"
     scheme: str = "vanilla"
     period: int = 0
+    window: int | None = None  # ABS window w (None: no scaffold)
     preset: str = "cpu"
     pad_width: int | None = 20  # fixed geometry; None: growing geometry (pad width follows the length)
     seed: int = 0
@@ -42,6 +61,8 @@ class RunConfig:
         check_task(self.task)
         if self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+        if self.window is not None and self.window < 0:
+            raise ValueError(f"window must be at least 0, got {self.window}")
         if self.pad_width is not None and self.pad_width < POOL_DIGITS:
             raise ValueError(f"pad width must be at least {POOL_DIGITS} (the training numbers have up to {POOL_DIGITS} digits)")
         self.model_config()  # validates the positional scheme
@@ -49,6 +70,20 @@ class RunConfig:
     @property
     def train_pad_width(self) -> int:
         return self.pad_width if self.pad_width is not None else POOL_DIGITS
+
+    @property
+    def aligned(self) -> bool:
+        """ABS input alignment: binary tasks with a window see interleaved operands."""
+        return self.window is not None and is_binary(self.task)
+
+    @property
+    def label(self) -> str:
+        """The method as the paper's tables name it, e.g. ``vanilla+w=1+T=3``, ``nope+w=1``, ``rope``."""
+        window = f"+w={self.window}" if self.window is not None else ""
+        return f"{self.scheme}{window}{f'+T={self.period}' if self.period else ''}"
+
+    def bias(self) -> Window | None:
+        return Window(self.window, self.aligned) if self.window is not None else None
 
     def model_config(self) -> ModelConfig:
         return ModelConfig(**{**PRESETS[self.preset], **self.model_overrides, "scheme": self.scheme, "period": self.period})
@@ -105,15 +140,17 @@ class Trainer:
         self.pool = Pool.make(cfg.data_seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)
         a, b = sample_operands(cfg.task, self.pool.valid, cfg.valid_size, torch.Generator().manual_seed(cfg.data_seed + 1))
-        self.valid = format_task(cfg.task, a, b, cfg.train_pad_width)
+        self.valid = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
+        self.bias = cfg.bias()
         self.step_count, self.history, self.elapsed = 0, [], 0.0
 
     def step(self) -> float:
         cfg = self.cfg
         self.model.train()
         a, b = sample_operands(cfg.task, self.pool.train, cfg.batch_size, self.generator)
-        batch = format_task(cfg.task, a, b, cfg.train_pad_width)
-        logits, _ = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
+        batch = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
+        biases = self.bias(batch.tgt_in.shape[1], batch.src.shape[1], self.device) if self.bias else (None, None)
+        logits, _ = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device), *biases)
         loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.to(self.device).flatten())
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(cfg, self.step_count)
@@ -125,7 +162,7 @@ class Trainer:
         return loss.item()
 
     def validate(self) -> float:
-        return exact_match(self.model, self.valid).float().mean().item()
+        return exact_match(self.model, self.valid, self.bias).float().mean().item()
 
     def state(self) -> dict:
         return {
