@@ -56,11 +56,15 @@ def causal_bias(n_q: int, n_k: int, offset: int = 0, device=None) -> torch.Tenso
 
 
 class KVCache:
-    """Preallocated keys/values ``[b h n d]`` of one self-attention, filled step by step."""
+    """Keys/values ``[b h n d]`` of one attention during decoding.
 
-    def __init__(self):
+    Self-attention: preallocated and filled one step at a time (``extend``). Cross-attention
+    (``static``): the encoder memory's keys/values, projected once at the first step.
+    """
+
+    def __init__(self, static: bool = False):
         self.k = self.v = None
-        self.length = 0
+        self.length, self.static = 0, static
 
     def extend(self, k: torch.Tensor, v: torch.Tensor, capacity: int):
         if self.k is None:
@@ -99,10 +103,15 @@ class Attention(nn.Module):
         the keys/values of earlier ones come from the cache.
         """
         q = rearrange(self.to_q(x), "b n (h d) -> b h n d", h=self.heads)
-        k, v = rearrange(self.to_kv(context), "b n (two h d) -> two b h n d", two=2, h=self.heads)
+        if cache is not None and cache.static and cache.k is not None:
+            k, v = cache.k, cache.v
+        else:
+            k, v = rearrange(self.to_kv(context), "b n (two h d) -> two b h n d", two=2, h=self.heads)
         if self.scheme == "rope":
             q, k = rotate(q, q_pos), rotate(k, k_pos[-k.shape[2] :])
-        if cache is not None:
+        if cache is not None and cache.static:
+            cache.k, cache.v = k, v
+        elif cache is not None:
             k, v = cache.extend(k, v, capacity)
         if self.scheme == "alibi":
             bias = _add(bias, alibi_bias(self.slopes, q_pos, k_pos))
@@ -148,11 +157,11 @@ class DecoderLayer(nn.Module):
         self.self_attn, self.cross_attn = Attention(cfg, inner), Attention(cfg, None)
         self.ff, self.drop = FeedForward(cfg), nn.Dropout(cfg.dropout)
 
-    def forward(self, x, memory, q_pos, k_pos, mem_pos, self_bias, cross_bias, cache=None, capacity=0, need_weights=False):
+    def forward(self, x, memory, q_pos, k_pos, mem_pos, self_bias, cross_bias, caches=(None, None), capacity=0, need_weights=False):
         h = self.norm_self(x)
-        out, self_probs = self.self_attn(h, h, q_pos, k_pos, self_bias, cache, capacity, need_weights)
+        out, self_probs = self.self_attn(h, h, q_pos, k_pos, self_bias, caches[0], capacity, need_weights)
         x = x + self.drop(out)
-        out, cross_probs = self.cross_attn(self.norm_cross(x), memory, q_pos, mem_pos, cross_bias, need_weights=need_weights)
+        out, cross_probs = self.cross_attn(self.norm_cross(x), memory, q_pos, mem_pos, cross_bias, caches[1], need_weights=need_weights)
         x = x + self.drop(out)
         return x + self.drop(self.ff(self.norm_ff(x))), {"self": self_probs, "cross": cross_probs}
 
@@ -212,7 +221,7 @@ class Transformer(nn.Module):
                 logits, _ = self.decode(tokens[:, : t + 1], memory, _rows(self_bias, 0, t + 1, t + 1), _rows(cross_bias, 0, t + 1))
                 tokens[:, t + 1] = logits[:, -1].argmax(-1)
             return tokens[:, 1:]
-        caches = [KVCache() for _ in self.decoder]
+        caches = [(KVCache(), KVCache(static=True)) for _ in self.decoder]
         mem_pos = self.positions(memory.shape[1], device=src.device)
         k_pos_all = self.positions(steps, device=src.device)
         for t in range(steps):

@@ -1,0 +1,81 @@
+import torch
+
+from abcmini.biases import Window, window_cross_bias, window_self_bias
+from abcmini.tasks import detokenize, format_task
+
+O, X = 0.0, float("-inf")
+
+
+def test_self_window_is_the_diagonal_and_w_below():
+    expected = torch.tensor([
+        [O, X, X, X, X],
+        [O, O, X, X, X],
+        [O, O, O, X, X],
+        [X, O, O, O, X],
+        [X, X, O, O, O],
+    ])
+    assert torch.equal(window_self_bias(5, 5, 2), expected)
+    assert torch.equal(window_self_bias(3, 3, 0), torch.tensor([[O, X, X], [X, O, X], [X, X, O]]))
+
+
+def test_unary_cross_window_follows_the_anti_diagonal_from_the_least_significant_digit():
+    # 4 input digits d3 d2 d1 d0 (d0 at column 3); output row t reads digit t ± 1.
+    expected = torch.tensor([
+        [X, X, O, O],  # t=0: d0 and its left neighbour
+        [X, O, O, O],
+        [O, O, O, X],
+        [O, O, X, X],  # t=3: d3 (column 0) and d2
+        [O, X, X, X],  # t=4: the final carry row; only column 0 is inside the window
+        [O, X, X, X],  # t=5: EOS row: window outside the input, column 0 opened (no-NaN rule)
+    ])
+    assert torch.equal(window_cross_bias(6, 4, 1), expected)
+    w0 = window_cross_bias(6, 4, 0)
+    assert torch.equal(w0[:4], torch.tensor([[X, X, X, O], [X, X, O, X], [X, O, X, X], [O, X, X, X]]))
+    assert torch.equal(w0[4:], torch.tensor([[O, X, X, X], [O, X, X, X]]))
+
+
+def test_binary_cross_window_spans_and_steps_two_columns():
+    # "+ a2 b2 a1 b1 a0 b0" (7 columns); row t reads the pair (a_t, b_t) ± w columns.
+    expected_w0 = torch.tensor([
+        [X, X, X, X, X, O, O],
+        [X, X, X, O, O, X, X],
+        [X, O, O, X, X, X, X],
+        [O, X, X, X, X, X, X],  # past the last pair: column 0 (the operator), no-NaN rule
+    ])
+    assert torch.equal(window_cross_bias(4, 7, 0, binary=True), expected_w0)
+    expected_w1 = torch.tensor([
+        [X, X, X, X, O, O, O],
+        [X, X, O, O, O, O, X],
+        [O, O, O, O, X, X, X],
+        [O, O, X, X, X, X, X],
+    ])
+    assert torch.equal(window_cross_bias(4, 7, 1, binary=True), expected_w1)
+
+
+def test_no_row_is_ever_all_closed():
+    for n_q in range(1, 30, 3):
+        for n_k in range(1, 30, 4):
+            for w in range(4):
+                for binary in (False, True):
+                    assert (window_cross_bias(n_q, n_k, w, binary) == 0).any(dim=1).all()
+                assert (window_self_bias(n_q, n_q, w) == 0).any(dim=1).all()
+
+
+def test_window_rows_agree_across_sizes_anchored_at_the_least_significant_end():
+    small, large = window_cross_bias(8, 10, 1), window_cross_bias(20, 30, 1)
+    # the right-hand (least significant) corners coincide for rows that stay inside the input
+    assert torch.equal(small, large[:8, -10:])
+    assert (large[:8, :-10] == float("-inf")).all()
+    bias_self, bias_cross = Window(1, binary=True)(5, 9)
+    assert bias_self.shape == (1, 5, 5) and bias_cross.shape == (1, 5, 9)
+
+
+def test_aligned_inputs_put_each_pair_under_its_window():
+    ex = format_task("addition", torch.tensor([[1, 2, 3]]), torch.tensor([[7, 4, 8]]), 3, aligned=True)
+    assert detokenize(ex.src[0]) == "+172438"
+    cross = window_cross_bias(ex.tgt_out.shape[1], ex.src.shape[1], 0, binary=True)
+    src = detokenize(ex.src[0])
+    assert "".join(src[j] for j in range(7) if cross[0, j] == 0) == "38"  # least significant pair
+    assert "".join(src[j] for j in range(7) if cross[2, j] == 0) == "17"
+    nx1 = format_task("nx1", torch.tensor([[1, 2, 3]]), torch.tensor([7]), 3, aligned=True)
+    assert detokenize(nx1.src[0]) == "*172737"
