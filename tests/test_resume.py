@@ -1,0 +1,60 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+from typer.testing import CliRunner
+
+from cli import app
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ARGS = ["train", "--preset", "tiny", "--pad-width", "7", "--steps", "200", "--eval-every", "20",
+        "--valid-size", "50", "--batch-size", "32", "--seed", "3"]
+
+
+def metrics(run_dir):
+    state = torch.load(os.path.join(run_dir, "checkpoint.pt"), weights_only=True)
+    return [(entry["step"], entry["loss"], entry["valid_acc"]) for entry in state["history"]], state
+
+
+def test_same_seed_gives_bit_identical_metrics(tmp_path):
+    runner = CliRunner()
+    short = ARGS[:ARGS.index("--steps")] + ["--steps", "60"] + ARGS[ARGS.index("--steps") + 2 :]
+    for name in ("a", "b"):
+        assert runner.invoke(app, short + ["--out", str(tmp_path / name)]).exit_code == 0
+    (first, state_a), (second, state_b) = metrics(tmp_path / "a"), metrics(tmp_path / "b")
+    assert first == second and len(first) == 3
+    for key in state_a["model"]:
+        assert torch.equal(state_a["model"][key], state_b["model"][key])
+
+
+def test_sigkill_then_resume_ends_like_an_uninterrupted_run(tmp_path):
+    killed, whole = tmp_path / "killed", tmp_path / "whole"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "cli.py", *ARGS, "--out", str(killed)], cwd=ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoint = killed / "checkpoint.pt"
+    deadline = time.time() + 120
+    while not checkpoint.exists() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    interrupted_at = metrics(killed)[0][-1][0]
+    assert interrupted_at < 200
+
+    # same thread count as the killed run: float reductions depend on it
+    for extra in (["--out", str(killed), "--resume"], ["--out", str(whole)]):
+        subprocess.run([sys.executable, "cli.py", *ARGS, *extra], cwd=ROOT, env=env, check=True, capture_output=True)
+    assert metrics(killed)[0] == metrics(whole)[0]
+    assert metrics(whole)[0][-1][0] == 200
+
+
+def test_resume_refuses_another_configuration(tmp_path):
+    runner = CliRunner()
+    short = ["train", "--preset", "tiny", "--pad-width", "7", "--steps", "4", "--eval-every", "2", "--valid-size", "8"]
+    assert runner.invoke(app, short + ["--out", str(tmp_path / "r")]).exit_code == 0
+    result = runner.invoke(app, short + ["--lr", "0.5", "--out", str(tmp_path / "r"), "--resume"])
+    assert result.exit_code == 2 and "different configuration" in result.output
