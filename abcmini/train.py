@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from abcmini.biases import Window
 from abcmini.evaluate import exact_match
 from abcmini.model import PRESETS, ModelConfig, Transformer
+from abcmini.positions import SCHEMES
 from abcmini.tasks import POOL_DIGITS, Pool, check_task, format_task, is_binary, sample_operands
 
 CHECKPOINT = "checkpoint.pt"
@@ -31,6 +32,8 @@ def resolve_method(method: str, window: int | None, period: int) -> tuple[str, i
     """
     match = re.fullmatch(r"(\+w|\+T|NoPE\+w)=(\d+)", method)
     if not match:
+        if method not in SCHEMES:
+            raise ValueError(f"unknown method {method!r}; choose one of {', '.join(SCHEMES)}, +w=W, +T=T, NoPE+w=W")
         return method, window, period
     kind, value = match.group(1), int(match.group(2))
     if kind == "+T":
@@ -62,7 +65,11 @@ class RunConfig:
         if self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         if self.window is not None and self.window < 0:
-            raise ValueError(f"window must be at least 0, got {self.window}")
+            raise ValueError(f"--window must be at least 0, got {self.window}")
+        if self.period < 0:
+            raise ValueError(f"--period must be at least 0 (0 turns CPI off), got {self.period}")
+        if self.steps < 1:
+            raise ValueError(f"--steps must be at least 1, got {self.steps}")
         if self.pad_width is not None and self.pad_width < POOL_DIGITS:
             raise ValueError(f"pad width must be at least {POOL_DIGITS} (the training numbers have up to {POOL_DIGITS} digits)")
         self.model_config()  # validates the positional scheme

@@ -66,7 +66,11 @@ def one_line_error(result, *needles):
     "args, needles",
     [
         (["train", "--task", "division"], ["unknown task", "division"]),
-        (["train", "--method", "xpos"], ["unknown positional scheme", "xpos"]),
+        (["train", "--method", "xpos"], ["unknown method", "xpos", "NoPE+w=W"]),
+        (["train", "--method", "+w=x"], ["unknown method"]),
+        (["train", "--window", "-1"], ["--window must be at least 0"]),
+        (["train", "--period", "-3"], ["--period must be at least 0"]),
+        (["train", "--steps", "0"], ["--steps must be at least 1"]),
         (["train", "--preset", "huge"], ["unknown preset"]),
         (["train", "--geometry", "spiral"], ["unknown geometry"]),
         (["train", "--pad-width", "5"], ["pad width must be at least 7"]),
