@@ -117,7 +117,7 @@ def train(
                   f"{'pad width ' + str(cfg.pad_width) if cfg.pad_width else 'growing geometry'} · seed {cfg.seed} → {out}", soft_wrap=True)
     columns = [TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("loss {task.fields[loss]:.4f} · valid {task.fields[valid]}"), TimeElapsedColumn()]
-    with Progress(*columns, console=console) as progress:
+    with user_errors(), Progress(*columns, console=console) as progress:
         bar = progress.add_task("training", total=cfg.steps, completed=trainer.step_count, loss=float("nan"), valid="–")
 
         def on_eval(entry):

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.nn.functional as F
 
+from abcmini import __version__
 from abcmini.biases import Window
 from abcmini.evaluate import exact_match
 from abcmini.model import PRESETS, ModelConfig, Transformer
@@ -21,6 +22,10 @@ FORMAT_VERSION = 1
 
 class CheckpointError(ValueError):
     pass
+
+
+class DivergedError(ValueError):
+    """The loss became NaN or infinite; training stops without overwriting the last checkpoint."""
 
 
 def resolve_method(method: str, window: int | None, period: int) -> tuple[str, int | None, int]:
@@ -159,6 +164,10 @@ class Trainer:
         biases = self.bias(batch.tgt_in.shape[1], batch.src.shape[1], self.device) if self.bias else (None, None)
         logits, _ = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device), *biases)
         loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.to(self.device).flatten())
+        if not torch.isfinite(loss):
+            kept = self.history[-1]["step"] if self.history else None
+            raise DivergedError(f"loss became {loss.item()} at step {self.step_count + 1}; "
+                                + (f"the last good checkpoint (step {kept}) is kept" if kept else "no checkpoint was written yet"))
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(cfg, self.step_count)
         self.optimizer.zero_grad(set_to_none=True)
@@ -174,6 +183,7 @@ class Trainer:
     def state(self) -> dict:
         return {
             "format": FORMAT_VERSION,
+            "code_version": __version__,
             "config": self.cfg.to_dict(),
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),

@@ -58,3 +58,13 @@ def test_resume_refuses_another_configuration(tmp_path):
     assert runner.invoke(app, short + ["--out", str(tmp_path / "r")]).exit_code == 0
     result = runner.invoke(app, short + ["--lr", "0.5", "--out", str(tmp_path / "r"), "--resume"])
     assert result.exit_code == 2 and "different configuration" in result.output
+
+
+def test_a_diverging_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+    result = CliRunner().invoke(app, ["train", "--preset", "tiny", "--pad-width", "7", "--lr", "1e30", "--steps", "50",
+                                      "--eval-every", "1", "--valid-size", "10", "--out", str(tmp_path / "nan")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "loss became nan at step 2" in result.output and "checkpoint (step 1) is kept" in result.output
+    state = torch.load(tmp_path / "nan" / "checkpoint.pt", weights_only=True)
+    assert state["step"] == 1 and all(torch.isfinite(t).all() for t in state["model"].values())
+    assert state["code_version"]
