@@ -1,0 +1,71 @@
+import pytest
+import torch
+
+from abcmini.calibrate import calibrate, dropoff, line_average, line_ids
+
+X = float("-inf")
+A = torch.tensor([[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]])  # one head, 2 x 3
+
+
+def test_line_indices_follow_the_papers_figure():
+    assert line_ids(3, 3, 1).tolist() == [[0, 1, 2], [-1, 0, 1], [-2, -1, 0]]  # d_0 main diagonal, d_1 right
+    assert line_ids(3, 3, -1).tolist() == [[-2, -1, 0], [-1, 0, 1], [0, 1, 2]]  # d_0 from the top-right corner
+    assert line_ids(2, 3, 0).tolist() == [[-2, -1, 0], [-2, -1, 0]]  # verticals, rightmost column is 0
+
+
+def test_line_averages_by_hand():
+    d, first = line_average(A, 1)  # lines: {4} {1,5} {2,6} {3}
+    assert first == -1 and d.tolist() == [[4.0, 3.0, 4.0, 3.0]]
+    d, first = line_average(A, -1)  # lines: {1} {2,4} {3,5} {6}
+    assert first == -2 and d.tolist() == [[1.0, 3.0, 4.0, 6.0]]
+    d, first = line_average(A, 0)  # columns
+    assert first == -2 and d.tolist() == [[2.5, 3.5, 4.5]]
+    d, first = line_average(A, 2)  # (1, 2): j - 2i; lines {4} {5} {1,6} {2} {3}
+    assert first == -2 and d.tolist() == [[4.0, 5.0, 3.5, 2.0, 3.0]]
+
+
+def test_dropoff_keeps_lines_above_mean_plus_kappa_sigma():
+    d = torch.tensor([[4.0, 3.0, 4.0, 3.0]])  # mu 3.5, sigma 0.5
+    assert dropoff(d, 0.5).tolist() == [[0.0, X, 0.0, X]]  # threshold 3.75
+    assert dropoff(d, 1.0).tolist() == [[X, X, X, X]]  # threshold 4.0: nothing strictly above
+    d = torch.tensor([[1.0, 3.0, 4.0, 6.0]])  # mu 3.5
+    assert dropoff(d, 0.0).tolist() == [[X, X, -2.0, 0.0]]  # d_l - d_max where kept
+
+
+def test_extension_to_a_larger_matrix_by_hand():
+    diagonal = calibrate(A, kappa=0.5, deltas=(1,))
+    assert diagonal(2, 3).tolist() == [[[X, 0.0, X], [0.0, X, 0.0]]]
+    assert diagonal(3, 4).tolist() == [[[X, 0.0, X, X], [0.0, X, 0.0, X], [X, 0.0, X, 0.0]]]
+    anti = calibrate(A, kappa=0.0, deltas=(-1,))
+    assert anti(2, 3).tolist() == [[[X, X, -2.0], [X, -2.0, 0.0]]]
+    assert anti(3, 5).tolist() == [[[X, X, X, X, -2.0], [X, X, X, -2.0, 0.0], [X, X, -2.0, 0.0, X]]]
+
+
+def test_directions_merge_by_max():
+    merged = calibrate(A, kappa=0.0, deltas=(1, -1))  # diagonal keeps lines -1 and 1, anti as above
+    assert merged(2, 3).tolist() == [[[X, 0.0, -2.0], [0.0, -2.0, 0.0]]]
+
+
+def test_a_head_with_nothing_open_is_transparent_and_no_row_is_all_closed():
+    flat = torch.stack([A[0], torch.full((2, 3), 0.5)])  # head 1: every line equal, nothing passes
+    bias = calibrate(flat, kappa=0.5, deltas=(1,))
+    assert bias.transparent.tolist() == [False, True]
+    assert (bias(4, 6)[1] == 0).all()
+    single = bias(1, 1)  # head 0: line 0 was dropped, so the only cell is closed → column 0 opens
+    assert single[0].tolist() == [[0.0]]
+    big = bias(9, 2)
+    assert torch.isfinite(big).any(dim=-1).all()
+
+
+@pytest.mark.parametrize("delta", [1, 2, -1, -2, 0])
+def test_materialized_sizes_agree_on_their_common_cells(delta):
+    torch.manual_seed(delta + 5)
+    bias = calibrate(torch.rand(3, 5, 7), kappa=0.0, deltas=(delta,))
+    small, large = bias(5, 7), bias(9, 13)
+    if delta > 0:  # anchored at the top-left corner
+        common = large[:, :5, :7]
+    else:  # anchored at the top-right corner (least significant digits)
+        common = large[:, :5, -7:]
+    rows_with_open_cells = torch.isfinite(small).sum(-1) > 1  # the no-NaN fallback may differ
+    assert torch.equal(small[rows_with_open_cells], common[rows_with_open_cells])
+
