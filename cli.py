@@ -84,6 +84,7 @@ def train(
     warmup: int = typer.Option(100, min=0, help="Warmup steps."),
     eval_every: int = typer.Option(250, "--eval-every", "--eval_every", min=1, help="Validate and checkpoint every this many steps."),
     valid_size: int = typer.Option(1000, "--valid-size", "--valid_size", min=1, help="Validation examples (from the held-out 1/8 of the pool)."),
+    bias: str = typer.Option(None, help="ABC: a bias file from `abcmini calibrate`, added per head to every decoder layer's self- and cross-attention."),
     out: str = typer.Option(None, help="Run directory (default runs/<task>-<method>-s<seed>)."),
     resume: bool = typer.Option(False, help="Continue the run in --out from its last checkpoint."),
     overwrite: bool = typer.Option(False, help="Delete an existing run in --out and start afresh."),
@@ -97,7 +98,7 @@ def train(
             raise UserError(f"unknown geometry {geometry!r}; choose fixed or growing")
         scheme, window, period = resolve_method(method, window, period)
         cfg = RunConfig(
-            task=task, scheme=scheme, period=period, window=window, preset=preset, pad_width=pad_width if geometry == "fixed" else None,
+            task=task, scheme=scheme, period=period, window=window, bias_file=bias, preset=preset, pad_width=pad_width if geometry == "fixed" else None,
             seed=seed, data_seed=data_seed, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
             stop_at=stop_at, eval_every=eval_every, valid_size=valid_size,
         )
@@ -144,13 +145,13 @@ def evaluate(
         from abcmini.train import load_checkpoint, load_model
 
         wanted = parse_lengths(lengths)
-        cfg, model = load_model(load_checkpoint(run_dir), pick_device(device))
+        cfg, model, bias = load_model(load_checkpoint(run_dir), pick_device(device))
         for length in wanted:
             pad_width_for(length, cfg.pad_width)
     results = {}
     for length in wanted:
         start = time.perf_counter()
-        results[length] = extrapolation_accuracy(model, cfg.task, length, cfg.pad_width, seed, cfg.bias(), cfg.aligned, batch_size)
+        results[length] = extrapolation_accuracy(model, cfg.task, length, cfg.pad_width, seed, bias, cfg.aligned, batch_size)
         console.print(f"length {length:>3}: {results[length]:.2%} ({time.perf_counter() - start:.1f}s)", highlight=False)
         sys.stdout.flush()
     table = Table(title=f"{cfg.task} · {cfg.label} · {'pad ' + str(cfg.pad_width) if cfg.pad_width else 'growing'} · seed {cfg.seed}")
@@ -163,6 +164,56 @@ def evaluate(
               "test_seed": seed, "accuracy": {str(k): v for k, v in results.items()}}
     with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
         json.dump(report, f, indent=2)
+
+
+@app.command("calibrate")
+def calibrate_command(
+    run_dir: str = typer.Argument(..., help="A run that has interpolated (trained without scaffolding)."),
+    samples: int = typer.Option(1000, help="Training inputs decoded to average the attention over."),
+    kappa_cross: float = typer.Option(4.5, "--kappa-cross", "--kappa_cross", help="Dropoff factor κ for cross-attention: keep lines with d_l > μ + κσ."),
+    kappa_self: float = typer.Option(0.87, "--kappa-self", "--kappa_self", help="Dropoff factor κ for decoder self-attention."),
+    directions: str = typer.Option("1,-1,0", help="Line directions Δ (one row down, Δ columns right): 1 diagonal, -1 anti-diagonal, 0 vertical; any integers."),
+    min_accuracy: float = typer.Option(0.99, "--min-accuracy", "--min_accuracy", help="Refuse a run whose last validation exact match is below this."),
+    seed: int = typer.Option(0, help="Seed of the subset of training inputs."),
+    out: str = typer.Option(None, help="Bias file to write (default RUN_DIR/abc_bias.pt)."),
+):
+    """ABC: average the last decoder layer's attention of an interpolating model and turn it into
+    line-table biases usable at any length (`abcmini train --bias FILE`)."""
+    with user_errors():
+        import torch
+
+        from abcmini.calibrate import BIAS_FORMAT, Calibrated, average_attention, calibrate
+        from abcmini.tasks import POOL_DIGITS, Pool, format_task, sample_operands
+        from abcmini.train import load_checkpoint, load_model, save_checkpoint
+
+        try:
+            deltas = tuple(int(part) for part in directions.split(","))
+        except ValueError:
+            raise UserError(f"--directions takes comma-separated integers, got {directions!r}") from None
+        state = load_checkpoint(run_dir)
+        cfg, model, bias = load_model(state)
+        reached = state["history"][-1]["valid_acc"] if state["history"] else 0.0
+        if reached < min_accuracy:
+            raise UserError(f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < {min_accuracy:.2%}; train it longer (--stop-at)")
+        if samples < 1:
+            raise UserError(f"--samples must be at least 1, got {samples}")
+    a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).train, samples, torch.Generator().manual_seed(seed))
+    example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
+    start = time.perf_counter()
+    self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, bias)
+    calibrated = Calibrated(calibrate(self_avg, kappa_self, deltas, right=False), calibrate(cross_avg, kappa_cross, deltas))
+    path = out or os.path.join(run_dir, "abc_bias.pt")
+    save_checkpoint(path, {
+        "format": BIAS_FORMAT, "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads,
+        "aligned": cfg.aligned, "deltas": list(deltas), "kappa_cross": kappa_cross, "kappa_self": kappa_self,
+        "samples": samples, "seed": seed, "source": os.path.abspath(run_dir), "bias": calibrated.state(),
+        "attention": {"self": self_avg, "cross": cross_avg},
+    })
+    for kind, table in (("cross", calibrated.cross_attention), ("self", calibrated.self_attention)):
+        open_lines = torch.isfinite(table.values).sum(dim=(0, 2)).tolist()
+        console.print(f"{kind:>5}-attention: open lines per head {open_lines}; transparent heads "
+                      f"{table.transparent.nonzero().flatten().tolist() or 'none'}", highlight=False)
+    console.print(f"calibrated on {samples} training inputs in {time.perf_counter() - start:.1f}s → {path}", soft_wrap=True)
 
 
 def main():

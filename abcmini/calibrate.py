@@ -25,20 +25,25 @@ NEG_INF = float("-inf")
 DIRECTIONS = (1, -1, 0)  # diagonal, anti-diagonal, vertical
 
 
-def line_ids(n_q: int, n_k: int, delta: int, device=None) -> torch.Tensor:
-    """``[q k]`` index of the line of direction ``(1, Δ)`` through each cell."""
+def line_ids(n_q: int, n_k: int, delta: int, right: bool = True, device=None) -> torch.Tensor:
+    """``[q k]`` index of the line of direction ``(1, Δ)`` through each cell.
+
+    ``right``: lines with Δ ≤ 0 are counted from the top-right corner (cross-attention, whose
+    least significant input digit is the last column). Decoder self-attention has its least
+    significant digit at the top-left for both axes, so there every direction counts from there.
+    """
     i = rearrange(torch.arange(n_q, device=device), "q -> q 1")
     j = rearrange(torch.arange(n_k, device=device), "k -> 1 k")
-    return j - delta * i - (0 if delta > 0 else n_k - 1)
+    return j - delta * i - (n_k - 1 if right and delta <= 0 else 0)
 
 
-def line_average(attention: torch.Tensor, delta: int) -> tuple[torch.Tensor, int]:
+def line_average(attention: torch.Tensor, delta: int, right: bool = True) -> tuple[torch.Tensor, int]:
     """``d_l``: the mean of ``attention [h m n]`` along every line of direction ``Δ``.
 
     Returns ``([h lines], first)``: column ``c`` holds line index ``first + c``.
     """
     heads, m, n = attention.shape
-    ids = line_ids(m, n, delta, attention.device)
+    ids = line_ids(m, n, delta, right, attention.device)
     first = int(ids.min())
     flat = rearrange(ids - first, "q k -> (q k)")
     lines = int(flat.max()) + 1
@@ -61,6 +66,7 @@ class LineBias:
     deltas: tuple[int, ...]
     firsts: tuple[int, ...]  # line index of column 0 of ``values``, per direction
     values: torch.Tensor
+    right: bool = True  # Δ ≤ 0 lines anchored at the top-right corner (see ``line_ids``)
 
     @property
     def transparent(self) -> torch.Tensor:
@@ -73,7 +79,7 @@ class LineBias:
         heads, lines = values.shape[1:]
         merged = torch.full((heads, n_q, n_k), NEG_INF, device=device)
         for index, (delta, first) in enumerate(zip(self.deltas, self.firsts)):
-            ids = line_ids(n_q, n_k, delta, device) - first
+            ids = line_ids(n_q, n_k, delta, self.right, device) - first
             known = (ids >= 0) & (ids < lines)
             cell = values[index][:, ids.clamp(0, lines - 1)]
             merged = torch.maximum(merged, cell.masked_fill(~known, NEG_INF))
@@ -83,12 +89,97 @@ class LineBias:
         return merged
 
 
-def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS) -> LineBias:
-    """ABC on an averaged attention tensor ``Ā [h m n]`` (already restricted to trusted rows)."""
-    tables = [line_average(attention, delta) for delta in deltas]
+def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS, right: bool = True) -> LineBias:
+    """ABC on an averaged attention tensor ``Ā [h m n]`` (already restricted to trusted rows).
+
+    ``right=True`` for cross-attention, ``False`` for decoder self-attention (see ``line_ids``).
+    """
+    tables = [line_average(attention, delta, right) for delta in deltas]
     width = max(d.shape[-1] for d, _ in tables)
     values = torch.stack([
         torch.nn.functional.pad(dropoff(d, kappa), (0, width - d.shape[-1]), value=NEG_INF) for d, _ in tables
     ])
-    return LineBias(tuple(deltas), tuple(first for _, first in tables), values)
+    return LineBias(tuple(deltas), tuple(first for _, first in tables), values, right)
 
+
+
+def line_bias_state(bias: LineBias) -> dict:
+    return {"deltas": list(bias.deltas), "firsts": list(bias.firsts), "values": bias.values, "right": bias.right}
+
+
+def line_bias_from_state(state: dict) -> LineBias:
+    return LineBias(tuple(state["deltas"]), tuple(state["firsts"]), state["values"], state["right"])
+
+
+@dataclass
+class Calibrated:
+    """The ABC biases of one model: decoder self- and cross-attention line tables."""
+
+    self_attention: LineBias
+    cross_attention: LineBias
+
+    def __call__(self, n_q: int, n_src: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(self_bias [h q q], cross_bias [h q s])``; the model adds the causal mask itself."""
+        return self.self_attention(n_q, n_q, device), self.cross_attention(n_q, n_src, device)
+
+    def state(self) -> dict:
+        return {"self": line_bias_state(self.self_attention), "cross": line_bias_state(self.cross_attention)}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Calibrated":
+        return cls(line_bias_from_state(state["self"]), line_bias_from_state(state["cross"]))
+
+
+@torch.no_grad()
+def average_attention(model, example, trusted_rows: int, bias=None, batch_size: int = 500):
+    """``Ā``: the last decoder layer's attention probabilities, averaged over ``example``.
+
+    Each input is decoded greedily; teacher forcing the decoded tokens reproduces the decoding
+    attention exactly (same prefixes). Only the first ``trusted_rows`` output rows are kept.
+    Returns ``(self [h r r], cross [h r s])``.
+    """
+    model.eval()
+    device = next(model.parameters()).device
+    steps, n_src = example.tgt_out.shape[1], example.src.shape[1]
+    self_bias, cross_bias = bias(steps, n_src, device) if bias is not None else (None, None)
+    totals = {"self": 0.0, "cross": 0.0}
+    for start in range(0, len(example.src), batch_size):
+        src = example.src[start : start + batch_size].to(device)
+        tokens = model.greedy(src, steps, self_bias, cross_bias)
+        tgt_in = torch.cat([example.tgt_in[start : start + batch_size, :1].to(device), tokens[:, :-1]], dim=1)
+        _, attention = model(src, tgt_in, self_bias, cross_bias, need_weights=True)
+        for kind in totals:
+            totals[kind] = totals[kind] + attention[-1][kind].sum(dim=0)
+    rows = min(trusted_rows, steps)
+    return (totals["self"] / len(example.src))[:, :rows, :rows], (totals["cross"] / len(example.src))[:, :rows]
+
+
+BIAS_FORMAT = "abcmini-abc-bias-1"
+
+
+class BiasFileError(ValueError):
+    pass
+
+
+def load_bias_file(path: str) -> dict:
+    """Read a bias file written by ``abcmini calibrate`` (safe ``weights_only`` load)."""
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise BiasFileError(f"bias file {path!r} does not exist") from None
+    except Exception as error:
+        raise BiasFileError(f"bias file {path!r} is unreadable ({type(error).__name__})") from None
+    if not isinstance(payload, dict) or payload.get("format") != BIAS_FORMAT:
+        raise BiasFileError(f"{path!r} is not an abcmini bias file")
+    return payload
+
+
+def check_bias_matches(payload: dict, task: str, pad_width, heads: int, path: str) -> None:
+    """Refuse a bias calibrated for another task, head count or geometry."""
+    if payload["task"] != task:
+        raise BiasFileError(f"bias file {path!r} was calibrated on {payload['task']}, not {task}")
+    if payload["heads"] != heads:
+        raise BiasFileError(f"bias file {path!r} has {payload['heads']} heads; this model has {heads}")
+    if payload["pad_width"] != pad_width:
+        geometry = lambda p: f"pad width {p}" if p is not None else "the growing geometry"  # noqa: E731
+        raise BiasFileError(f"bias file {path!r} comes from {geometry(payload['pad_width'])}; this run uses {geometry(pad_width)}")

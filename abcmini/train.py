@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from abcmini import __version__
 from abcmini.biases import Window
+from abcmini.calibrate import Calibrated, check_bias_matches, load_bias_file
 from abcmini.evaluate import exact_match
 from abcmini.model import PRESETS, ModelConfig, Transformer
 from abcmini.positions import SCHEMES
@@ -52,6 +53,7 @@ class RunConfig:
     scheme: str = "vanilla"
     period: int = 0
     window: int | None = None  # ABS window w (None: no scaffold)
+    bias_file: str | None = None  # ABC: calibrated bias added in every decoder layer
     preset: str = "cpu"
     pad_width: int | None = 20  # fixed geometry; None: growing geometry (pad width follows the length)
     seed: int = 0
@@ -69,6 +71,8 @@ class RunConfig:
         check_task(self.task)
         if self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+        if self.window is not None and self.bias_file is not None:
+            raise ValueError("--bias (ABC) and --window (ABS) are alternatives; pass one")
         if self.window is not None and self.window < 0:
             raise ValueError(f"--window must be at least 0, got {self.window}")
         if self.period < 0:
@@ -92,9 +96,10 @@ class RunConfig:
     def label(self) -> str:
         """The method as the paper's tables name it, e.g. ``vanilla+w=1+T=3``, ``nope+w=1``, ``rope``."""
         window = f"+w={self.window}" if self.window is not None else ""
-        return f"{self.scheme}{window}{f'+T={self.period}' if self.period else ''}"
+        abc = "+abc" if self.bias_file is not None else ""
+        return f"{self.scheme}{window}{f'+T={self.period}' if self.period else ''}{abc}"
 
-    def bias(self) -> Window | None:
+    def window_bias(self) -> Window | None:
         return Window(self.window, self.aligned) if self.window is not None else None
 
     def model_config(self) -> ModelConfig:
@@ -134,11 +139,14 @@ def load_checkpoint(run_dir: str) -> dict:
     return state
 
 
-def load_model(state: dict, device="cpu") -> tuple[RunConfig, Transformer]:
+def load_model(state: dict, device="cpu"):
+    """``(cfg, model, bias)`` from a checkpoint; ``bias`` is the run's ABS window, its ABC bias
+    (stored in the checkpoint itself), or None."""
     cfg = RunConfig(**state["config"])
     model = Transformer(cfg.model_config())
     model.load_state_dict(state["model"])
-    return cfg, model.to(device).eval()
+    bias = Calibrated.from_state(state["abc_bias"]) if "abc_bias" in state else cfg.window_bias()
+    return cfg, model.to(device).eval(), bias
 
 
 class Trainer:
@@ -153,7 +161,12 @@ class Trainer:
         self.generator = torch.Generator().manual_seed(cfg.seed)
         a, b = sample_operands(cfg.task, self.pool.valid, cfg.valid_size, torch.Generator().manual_seed(cfg.data_seed + 1))
         self.valid = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
-        self.bias = cfg.bias()
+        self.abc_bias = None
+        if cfg.bias_file is not None:
+            payload = load_bias_file(cfg.bias_file)
+            check_bias_matches(payload, cfg.task, cfg.pad_width, cfg.model_config().heads, cfg.bias_file)
+            self.abc_bias = payload["bias"]
+        self.bias = Calibrated.from_state(self.abc_bias) if self.abc_bias else cfg.window_bias()
         self.step_count, self.history, self.elapsed = 0, [], 0.0
 
     def step(self) -> float:
@@ -192,6 +205,7 @@ class Trainer:
             "torch_rng": torch.get_rng_state(),
             "history": self.history,
             "elapsed": self.elapsed,
+            **({"abc_bias": self.abc_bias} if self.abc_bias else {}),
         }
 
     def restore(self, state: dict) -> None:

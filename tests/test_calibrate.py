@@ -11,6 +11,8 @@ def test_line_indices_follow_the_papers_figure():
     assert line_ids(3, 3, 1).tolist() == [[0, 1, 2], [-1, 0, 1], [-2, -1, 0]]  # d_0 main diagonal, d_1 right
     assert line_ids(3, 3, -1).tolist() == [[-2, -1, 0], [-1, 0, 1], [0, 1, 2]]  # d_0 from the top-right corner
     assert line_ids(2, 3, 0).tolist() == [[-2, -1, 0], [-2, -1, 0]]  # verticals, rightmost column is 0
+    assert line_ids(2, 3, 0, right=False).tolist() == [[0, 1, 2], [0, 1, 2]]  # self-attention: from the left
+    assert line_ids(2, 2, -1, right=False).tolist() == [[0, 1], [1, 2]]
 
 
 def test_line_averages_by_hand():
@@ -57,12 +59,13 @@ def test_a_head_with_nothing_open_is_transparent_and_no_row_is_all_closed():
     assert torch.isfinite(big).any(dim=-1).all()
 
 
+@pytest.mark.parametrize("right", [True, False])
 @pytest.mark.parametrize("delta", [1, 2, -1, -2, 0])
-def test_materialized_sizes_agree_on_their_common_cells(delta):
+def test_materialized_sizes_agree_on_their_common_cells(delta, right):
     torch.manual_seed(delta + 5)
-    bias = calibrate(torch.rand(3, 5, 7), kappa=0.0, deltas=(delta,))
+    bias = calibrate(torch.rand(3, 5, 7), kappa=0.0, deltas=(delta,), right=right)
     small, large = bias(5, 7), bias(9, 13)
-    if delta > 0:  # anchored at the top-left corner
+    if delta > 0 or not right:  # anchored at the top-left corner
         common = large[:, :5, :7]
     else:  # anchored at the top-right corner (least significant digits)
         common = large[:, :5, -7:]

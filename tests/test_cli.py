@@ -103,3 +103,41 @@ def test_every_command_explains_every_option():
         result = invoke(command, "--help")
         assert result.exit_code == 0
         assert result.output.count("--") >= 3
+
+
+def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
+    bias_file = tmp_path / "bias.pt"
+    result = invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--out", bias_file)
+    assert result.exit_code == 0, result.output
+    payload = torch.load(bias_file, weights_only=True)
+    assert payload["task"] == "successor" and payload["pad_width"] == 7 and payload["heads"] == 4
+    from abcmini.calibrate import Calibrated
+
+    _, cross = Calibrated.from_state(payload["bias"])(8, 7)
+    anti_diagonal = torch.stack([cross[:, t, 6 - t] for t in range(7)], dim=1)  # [h t]
+    assert (anti_diagonal == 0).all(dim=1).any(), "no head calibrated onto the anti-diagonal"
+
+    out = tmp_path / "abc"
+    result = invoke("train", "--task", "successor", "--pad-width", 7, "--steps", 60, "--eval-every", 30,
+                    "--valid-size", 100, "--bias", bias_file, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "abc_bias" in torch.load(out / "checkpoint.pt", weights_only=True)
+    result = invoke("eval", out, "--lengths", "2,5")
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "eval.json").read_text())["method"] == "vanilla+abc"
+
+    one_line_error(invoke("train", "--task", "addition", "--pad-width", 7, "--bias", bias_file, "--out", tmp_path / "x"),
+                   "calibrated on successor")
+    one_line_error(invoke("train", "--pad-width", 8, "--bias", bias_file, "--out", tmp_path / "y"), "pad width 7")
+    one_line_error(invoke("train", "--pad-width", 7, "--preset", "tiny", "--bias", bias_file, "--out", tmp_path / "z"),
+                   "4 heads")
+    one_line_error(invoke("train", "--pad-width", 7, "--bias", tmp_path / "missing.pt", "--out", tmp_path / "w"),
+                   "does not exist")
+
+
+def test_calibrate_refuses_a_model_that_has_not_interpolated(tmp_path):
+    out = tmp_path / "young"
+    assert invoke("train", "--preset", "tiny", "--pad-width", 7, "--steps", 2, "--eval-every", 2,
+                  "--valid-size", 20, "--out", out).exit_code == 0
+    one_line_error(invoke("calibrate", out), "has not interpolated")
+    one_line_error(invoke("calibrate", out, "--directions", "1,x"), "comma-separated integers")
