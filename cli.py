@@ -73,6 +73,7 @@ def train(
     window: int = typer.Option(None, help="ABS window w: decoder self-attention sees its diagonal and w below, cross-attention the aligned input digit ±w (binary tasks get interleaved operands)."),
     period: int = typer.Option(0, help="Cyclic Position Indexing period T: positions become i mod T (0 = off). Applies to any method."),
     preset: str = typer.Option("cpu", help="Model size: paper (1 enc / 6 dec layers, 8 heads, d 128, FFN 512, dropout 0.3) | cpu | tiny."),
+    enc_layers: int = typer.Option(None, "--enc-layers", "--enc_layers", help="Override the preset's encoder depth (0: cross-attention reads the embedded input directly, as in the authors' code)."),
     geometry: str = typer.Option("fixed", help="fixed: every operand padded to --pad-width in training and test (the paper's protocol); growing: pad width follows the test length."),
     pad_width: int = typer.Option(20, "--pad-width", "--pad_width", min=1, help="Fixed geometry's pad width in digits; the longest length you can evaluate."),
     seed: int = typer.Option(0, help="Seed of the model's initialisation and of the batch order."),
@@ -101,6 +102,7 @@ def train(
             task=task, scheme=scheme, period=period, window=window, bias_file=bias, preset=preset, pad_width=pad_width if geometry == "fixed" else None,
             seed=seed, data_seed=data_seed, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
             stop_at=stop_at, eval_every=eval_every, valid_size=valid_size,
+            model_overrides={} if enc_layers is None else {"enc_layers": enc_layers},
         )
         out = out or os.path.join("runs", f"{task}-{cfg.label.replace('+', '_').replace('=', '')}-s{seed}")
         exists = os.path.exists(os.path.join(out, CHECKPOINT))

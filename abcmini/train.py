@@ -81,6 +81,8 @@ class RunConfig:
             raise ValueError(f"--steps must be at least 1, got {self.steps}")
         if self.pad_width is not None and self.pad_width < POOL_DIGITS:
             raise ValueError(f"pad width must be at least {POOL_DIGITS} (the training numbers have up to {POOL_DIGITS} digits)")
+        if self.model_overrides.get("enc_layers", 0) < 0:
+            raise ValueError(f"--enc-layers must be at least 0, got {self.model_overrides['enc_layers']}")
         self.model_config()  # validates the positional scheme
 
     @property

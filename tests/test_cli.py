@@ -48,9 +48,11 @@ def test_existing_run_needs_resume_or_overwrite(trained_run):
 
 def test_sweep_style_option_spelling_is_accepted(tmp_path):
     result = invoke("train", "--preset=tiny", "--pad_width=7", "--steps=2", "--eval_every=2", "--valid_size=8",
-                    "--batch_size=4", f"--out={tmp_path / 'r'}")
+                    "--batch_size=4", "--enc_layers=0", f"--out={tmp_path / 'r'}")
     assert result.exit_code == 0, result.output
-    assert os.path.exists(tmp_path / "r" / "checkpoint.pt")
+    state = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
+    assert state["config"]["model_overrides"] == {"enc_layers": 0}
+    assert not any(key.startswith("encoder.") for key in state["model"])
 
 
 def one_line_error(result, *needles):
@@ -71,6 +73,7 @@ def one_line_error(result, *needles):
         (["train", "--window", "-1"], ["--window must be at least 0"]),
         (["train", "--period", "-3"], ["--period must be at least 0"]),
         (["train", "--steps", "0"], ["--steps must be at least 1"]),
+        (["train", "--enc-layers", "-1"], ["--enc-layers must be at least 0"]),
         (["train", "--preset", "huge"], ["unknown preset"]),
         (["train", "--geometry", "spiral"], ["unknown geometry"]),
         (["train", "--pad-width", "5"], ["pad width must be at least 7"]),
