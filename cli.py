@@ -108,9 +108,9 @@ def train(
         exists = os.path.exists(os.path.join(out, CHECKPOINT))
         if exists and not (resume or overwrite):
             raise UserError(f"{out!r} already holds a run; pass --resume to continue it or --overwrite to replace it")
+        trainer = Trainer(cfg, pick_device(device))  # validates everything before a run is replaced
         if overwrite and os.path.isdir(out):
             shutil.rmtree(out)
-        trainer = Trainer(cfg, pick_device(device))
         if resume and exists:
             state = load_checkpoint(out)
             if state["config"] != cfg.to_dict():
