@@ -43,6 +43,12 @@ def window_cross_bias(n_q: int, n_k: int, w: int, binary: bool = False, device=N
     return torch.zeros(n_q, n_k, device=device).masked_fill(closed, NEG_INF)
 
 
+def materialize(bias, n_q: int, n_src: int, device=None):
+    """``(self_bias, cross_bias)`` of a scaffold (ABS ``Window`` or ABC ``Calibrated``) for an
+    ``n_q``-token output and ``n_src``-token input; ``(None, None)`` without one."""
+    return bias(n_q, n_src, device) if bias is not None else (None, None)
+
+
 @dataclass(frozen=True)
 class Window:
     """The ABS scaffold with window ``w``: decoder self- and cross-attention biases."""

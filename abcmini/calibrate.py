@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 from einops import rearrange
 
+from abcmini.biases import materialize
+
 NEG_INF = float("-inf")
 DIRECTIONS = (1, -1, 0)  # diagonal, anti-diagonal, vertical
 
@@ -141,7 +143,7 @@ def average_attention(model, example, trusted_rows: int, bias=None, batch_size: 
     model.eval()
     device = next(model.parameters()).device
     steps, n_src = example.tgt_out.shape[1], example.src.shape[1]
-    self_bias, cross_bias = bias(steps, n_src, device) if bias is not None else (None, None)
+    self_bias, cross_bias = materialize(bias, steps, n_src, device)
     totals = {"self": 0.0, "cross": 0.0}
     for start in range(0, len(example.src), batch_size):
         src = example.src[start : start + batch_size].to(device)

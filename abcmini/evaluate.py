@@ -2,6 +2,7 @@
 
 import torch
 
+from abcmini.biases import materialize
 from abcmini.model import Transformer
 from abcmini.tasks import POOL_DIGITS, Example, extrapolation_operands, format_task
 
@@ -31,7 +32,7 @@ def exact_match(model: Transformer, example: Example, bias=None, batch_size: int
     model.eval()
     device = next(model.parameters()).device
     steps, n_src = example.tgt_out.shape[1], example.src.shape[1]
-    self_bias, cross_bias = bias(steps, n_src, device) if bias is not None else (None, None)
+    self_bias, cross_bias = materialize(bias, steps, n_src, device)
     hits = []
     for start in range(0, len(example.src), batch_size):
         src = example.src[start : start + batch_size].to(device)

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from abcmini import __version__
-from abcmini.biases import Window
+from abcmini.biases import Window, materialize
 from abcmini.calibrate import Calibrated, check_bias_matches, load_bias_file
 from abcmini.evaluate import exact_match
 from abcmini.model import PRESETS, ModelConfig, Transformer
@@ -141,14 +141,18 @@ def load_checkpoint(run_dir: str) -> dict:
     return state
 
 
+def run_bias(cfg: RunConfig, abc_bias: dict | None):
+    """The scaffold a run trains and decodes with: its ABC bias (line tables), its ABS window,
+    or None."""
+    return Calibrated.from_state(abc_bias) if abc_bias else cfg.window_bias()
+
+
 def load_model(state: dict, device="cpu"):
-    """``(cfg, model, bias)`` from a checkpoint; ``bias`` is the run's ABS window, its ABC bias
-    (stored in the checkpoint itself), or None."""
+    """``(cfg, model, bias)`` from a checkpoint; an ABC bias is stored in the checkpoint itself."""
     cfg = RunConfig(**state["config"])
     model = Transformer(cfg.model_config())
     model.load_state_dict(state["model"])
-    bias = Calibrated.from_state(state["abc_bias"]) if "abc_bias" in state else cfg.window_bias()
-    return cfg, model.to(device).eval(), bias
+    return cfg, model.to(device).eval(), run_bias(cfg, state.get("abc_bias"))
 
 
 class Trainer:
@@ -168,7 +172,9 @@ class Trainer:
             payload = load_bias_file(cfg.bias_file)
             check_bias_matches(payload, cfg.task, cfg.pad_width, cfg.model_config().heads, cfg.bias_file)
             self.abc_bias = payload["bias"]
-        self.bias = Calibrated.from_state(self.abc_bias) if self.abc_bias else cfg.window_bias()
+        self.bias = run_bias(cfg, self.abc_bias)
+        # training batches always have the same shape: materialize the scaffold once
+        self.train_biases = materialize(self.bias, self.valid.tgt_in.shape[1], self.valid.src.shape[1], self.device)
         self.step_count, self.history, self.elapsed = 0, [], 0.0
 
     def step(self) -> float:
@@ -176,12 +182,12 @@ class Trainer:
         self.model.train()
         a, b = sample_operands(cfg.task, self.pool.train, cfg.batch_size, self.generator)
         batch = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
-        biases = self.bias(batch.tgt_in.shape[1], batch.src.shape[1], self.device) if self.bias else (None, None)
-        logits, _ = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device), *biases)
+        logits, _ = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device), *self.train_biases)
         loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.to(self.device).flatten())
-        if not torch.isfinite(loss):
+        value = loss.item()
+        if not math.isfinite(value):
             kept = self.history[-1]["step"] if self.history else None
-            raise DivergedError(f"loss became {loss.item()} at step {self.step_count + 1}; "
+            raise DivergedError(f"loss became {value} at step {self.step_count + 1}; "
                                 + (f"the last good checkpoint (step {kept}) is kept" if kept else "no checkpoint was written yet"))
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(cfg, self.step_count)
@@ -190,7 +196,7 @@ class Trainer:
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
         self.step_count += 1
-        return loss.item()
+        return value
 
     def validate(self) -> float:
         return exact_match(self.model, self.valid, self.bias).float().mean().item()
