@@ -12,19 +12,41 @@ import time
 from contextlib import contextmanager
 
 import typer
+from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer vendors Click (≥ 0.26)
+from typer.core import TyperGroup
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+console = Console()
+errors = Console(stderr=True)
+
+
+class OneLineErrors(TyperGroup):
+    """Typer's own parse errors (``--steps abc``, an unknown option) as one line and exit code 2,
+    like the errors our commands raise, instead of a usage panel."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except NoArgsIsHelpError as error:
+            console.print(error.format_message(), highlight=False)
+            sys.exit(0)
+        except ClickException as error:
+            errors.print(f"[bold red]error:[/] {error.format_message()}", highlight=False, soft_wrap=True)
+            sys.exit(error.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=OneLineErrors,
     help="Attention Bias Scaffolding / Calibration for arithmetic length generalization.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
-errors = Console(stderr=True)
-
 EVAL_FILE = "eval.json"
 PAPER_LENGTHS = "6,10,15,20,60"
 

@@ -4,10 +4,10 @@ A bias is 0 where attention is open and −inf where it is closed, added to the 
 scores of every decoder layer. It is built for any query/key size, so the same scaffold serves
 training, every test length and every step of cached decoding (which slices rows).
 
-No-NaN rule: a row whose window falls entirely outside the keys (the rows after the last input
-digit: the final carry and EOS) gets the key nearest to its window opened instead. Windows
-move towards column 0 as rows go down, so that key is column 0 (the most significant input
-digit, or the operator of an aligned binary input). Every row therefore has an open cell.
+No-NaN rule: a row whose window falls entirely outside the keys gets the key nearest to its
+window opened instead: column 0 (the ``$`` or operator that starts the input) for the rows past
+the most significant digit, the last column for a ``w = 0`` unary window that starts past the
+end. Every row therefore has an open cell.
 """
 
 from dataclasses import dataclass
@@ -27,19 +27,28 @@ def window_self_bias(n_q: int, n_k: int, w: int, device=None) -> torch.Tensor:
 
 
 def window_cross_bias(n_q: int, n_k: int, w: int, binary: bool = False, device=None) -> torch.Tensor:
-    """``[q k]``: output digit ``t`` (least significant first) looks at input digit ``t`` counted
-    from the least significant (right) end, and ``w`` positions on each side.
+    """``[q k]``: the anti-diagonal window, anchored at the least significant (right) end.
 
-    For an aligned binary input (``⊕ a_n b_n … a_1 b_1``) digit ``t`` is the pair of columns
-    ``(n_k − 2 − 2t, n_k − 1 − 2t)``: the window spans two columns and steps two per row.
+    Decoder row ``t`` reads output digit ``t`` (SOS for ``t = 0``) and emits digit ``t + 1``.
+
+    - Unary input: the row is centred on input digit ``t`` (digit 1 in the last column; digit 0
+      is just past it) and sees ``w`` digits on each side. With ``w ≥ 1`` the digit it must emit
+      is the newest one in its window and every older one was read by an earlier row, which is
+      what lets a model without positional encoding tell the digits of its window apart.
+    - Aligned binary input (``⊕ a_n b_n … a_1 b_1``): the row sees the pair of digit ``t + 1``,
+      columns ``(n_k − 2 − 2t, n_k − 1 − 2t)``, and ``w`` columns on each side: the window spans
+      two columns and steps two per row.
     """
-    span = 2 if binary else 1
     t = rearrange(torch.arange(n_q, device=device), "q -> q 1")
     j = rearrange(torch.arange(n_k, device=device), "k -> 1 k")
-    low = n_k - span * (t + 1) - w
-    high = n_k - 1 - span * t + w
+    if binary:
+        low, high = n_k - 2 * (t + 1) - w, n_k - 1 - 2 * t + w
+    else:
+        low, high = n_k - t - w, n_k - t + w
     closed = (j < low) | (j > high)
-    closed[:, 0] &= ~(high[:, 0] < 0)  # no-NaN rule: a window left of column 0 opens column 0
+    outside = (high < 0) | (low > n_k - 1)  # no-NaN rule: open the key nearest the window
+    nearest = torch.where(high < 0, 0, n_k - 1)
+    closed &= ~(outside & (j == nearest))
     return torch.zeros(n_q, n_k, device=device).masked_fill(closed, NEG_INF)
 
 

@@ -7,7 +7,10 @@ only (carry propagation, halving), never over samples.
 
 Sequence layout (paper §3.3, DESIGN.md §2), for pad width ``P``:
 
-- ``src``: operands left-padded with ``0`` to ``P`` digits, e.g. ``0123+0748``.
+- ``src``: operands left-padded with ``0`` to ``P`` digits, e.g. ``0123+0748``. A unary input
+  (Successor, Parity) starts with ``$``, so, like the operator that starts an aligned binary
+  input, a token marks where the number begins: with windowed attention (ABS) and no positional
+  encoding, that boundary is the only thing telling the final-carry row from the EOS row.
 - ``tgt``: the result zero-padded to ``P + 1`` digits and reversed (least significant first),
   so ``0123+0748`` gives ``18700``. ``P + 1`` digits always hold the result (999+999, 999*9).
 - Parity works on the binary form of the number: ``P`` decimal digits become
@@ -134,7 +137,7 @@ def format_task(task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: i
     a = pad_digits(a, pad_width)
     n = a.shape[0]
     if task == "successor":
-        src = a
+        src = _with_boundary(a)
         result = add_digits(a, pad_digits(torch.ones(n, 1, dtype=torch.long, device=a.device), pad_width))
     elif task in ("addition", "nx1"):
         op = torch.full((n, 1), PLUS if task == "addition" else TIMES, device=a.device)
@@ -149,11 +152,16 @@ def format_task(task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: i
         else:
             src = torch.cat([a, op, b], dim=1)
     else:
-        src = digits_to_bits(a, parity_bits(pad_width))
-        scratch = running_xor(src)
+        bits = digits_to_bits(a, parity_bits(pad_width))
+        scratch = running_xor(bits)
         tgt = scratch if task == "parity" else scratch[:, -1:]
-        return _with_sos_eos(src, tgt)
+        return _with_sos_eos(_with_boundary(bits), tgt)
     return _with_sos_eos(src, result.flip(1))
+
+
+def _with_boundary(digits: torch.Tensor) -> torch.Tensor:
+    """``$ d_n … d_1``: a unary input with its start marked."""
+    return torch.cat([torch.full_like(digits[:, :1], SOS), digits], dim=1)
 
 
 def _with_sos_eos(src: torch.Tensor, tgt: torch.Tensor) -> Example:

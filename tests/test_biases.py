@@ -19,19 +19,28 @@ def test_self_window_is_the_diagonal_and_w_below():
 
 
 def test_unary_cross_window_follows_the_anti_diagonal_from_the_least_significant_digit():
-    # 4 input digits d3 d2 d1 d0 (d0 at column 3); output row t reads digit t ± 1.
+    # "$ d4 d3 d2 d1" (d1 at column 4): row t reads output digit t, is centred on input digit t
+    # (digit 0 lies just past the end) and sees w = 1 digit on each side.
     expected = torch.tensor([
-        [X, X, O, O],  # t=0: d0 and its left neighbour
-        [X, O, O, O],
-        [O, O, O, X],
-        [O, O, X, X],  # t=3: d3 (column 0) and d2
-        [O, X, X, X],  # t=4: the final carry row; only column 0 is inside the window
-        [O, X, X, X],  # t=5: EOS row: window outside the input, column 0 opened (no-NaN rule)
+        [X, X, X, X, O],  # t=0 (SOS, emits digit 1): d1 only, the newest digit of its window
+        [X, X, X, O, O],  # t=1: d2 d1
+        [X, X, O, O, O],  # t=2: d3 d2 d1
+        [X, O, O, O, X],
+        [O, O, O, X, X],  # t=4: $ d4 d3 (emits the final carry)
+        [O, O, X, X, X],  # t=5: $ d4 (emits EOS)
+        [O, X, X, X, X],  # t=6: window past the input: column 0 opened (no-NaN rule)
     ])
-    assert torch.equal(window_cross_bias(6, 4, 1), expected)
-    w0 = window_cross_bias(6, 4, 0)
-    assert torch.equal(w0[:4], torch.tensor([[X, X, X, O], [X, X, O, X], [X, O, X, X], [O, X, X, X]]))
-    assert torch.equal(w0[4:], torch.tensor([[O, X, X, X], [O, X, X, X]]))
+    assert torch.equal(window_cross_bias(7, 5, 1), expected)
+    w0 = window_cross_bias(7, 5, 0)
+    assert torch.equal(w0[0], torch.tensor([X, X, X, X, O]))  # centre past the end: nearest key, the last
+    assert torch.equal(w0[1:], torch.tensor([
+        [X, X, X, X, O], [X, X, X, O, X], [X, X, O, X, X], [X, O, X, X, X], [O, X, X, X, X], [O, X, X, X, X],
+    ]))
+    ex = format_task("successor", torch.tensor([[4, 0, 9]]), None, 3)
+    src = detokenize(ex.src[0])
+    assert src == "$409"
+    cross = window_cross_bias(ex.tgt_out.shape[1], ex.src.shape[1], 1)
+    assert ["".join(src[j] for j in range(4) if cross[t, j] == 0) for t in range(5)] == ["9", "09", "409", "$40", "$4"]
 
 
 def test_binary_cross_window_spans_and_steps_two_columns():

@@ -51,9 +51,9 @@ EDGE = [0, 9, 99, 999_999, 9_999_999, 2**20, 1_000_000, 10]
 def test_successor_targets(pad_width):
     numbers = EDGE + [random.Random(pad_width).randrange(2**20) for _ in range(50)]
     ex = format_task("successor", digits(*numbers, width=7), None, pad_width)
-    assert ex.src.shape == (len(numbers), pad_width)
+    assert ex.src.shape == (len(numbers), pad_width + 1)
     for row, n in enumerate(numbers):
-        assert detokenize(ex.src[row]) == str(n).zfill(pad_width)
+        assert detokenize(ex.src[row]) == "$" + str(n).zfill(pad_width)
         assert target_text(ex, row) == str(n + 1).zfill(pad_width + 1)
 
 
@@ -91,7 +91,7 @@ def test_parity_running_xor_and_classification():
     cls = format_task("parity_class", digits(*numbers, width=20), None, 20)
     for row, n in enumerate(numbers):
         bits = bin(n)[2:].zfill(width)
-        assert detokenize(seq.src[row]) == bits
+        assert detokenize(seq.src[row]) == "$" + bits
         running, acc = [], 0
         for bit in reversed(bits):  # y_1 = x_1 (least significant), y_i = y_{i-1} xor x_i
             acc ^= int(bit)
