@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from abcmini.track import Tracker
+
 console = Console()
 errors = Console(stderr=True)
 
@@ -48,6 +50,7 @@ app = typer.Typer(
     add_completion=False,
 )
 EVAL_FILE = "eval.json"
+LOG_EVERY = 10  # training loss and learning rate go to wandb every this many steps
 PAPER_LENGTHS = "6,10,15,20,60"
 
 
@@ -111,11 +114,15 @@ def train(
     out: str = typer.Option(None, help="Run directory (default runs/<task>-<method>-s<seed>)."),
     resume: bool = typer.Option(False, help="Continue the run in --out from its last checkpoint."),
     overwrite: bool = typer.Option(False, help="Delete an existing run in --out and start afresh."),
+    eval_lengths: str = typer.Option("", "--eval-lengths", "--eval_lengths", help="After training, evaluate at these comma-separated lengths (as `abcmini eval`); empty: skip."),
+    wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline unless an API key is configured)."),
+    wandb_project: str = typer.Option(None, "--wandb-project", "--wandb_project", help="wandb project (default $WANDB_PROJECT or abcmini)."),
     device: str = typer.Option("auto", help="auto | cpu | cuda."),
 ):
     """Train a model; checkpoints (with their full config) go to the run directory."""
     with user_errors():
-        from abcmini.train import CHECKPOINT, RunConfig, Trainer, load_checkpoint, resolve_method
+        from abcmini.evaluate import pad_width_for
+        from abcmini.train import CHECKPOINT, RunConfig, Trainer, learning_rate, load_checkpoint, resolve_method
 
         if geometry not in ("fixed", "growing"):
             raise UserError(f"unknown geometry {geometry!r}; choose fixed or growing")
@@ -126,6 +133,7 @@ def train(
             stop_at=stop_at, eval_every=eval_every, valid_size=valid_size,
             model_overrides={} if enc_layers is None else {"enc_layers": enc_layers},
         )
+        wanted = parse_lengths(eval_lengths) if eval_lengths.strip() else []
         out = out or os.path.join("runs", f"{task}-{cfg.label.replace('+', '_').replace('=', '')}-s{seed}")
         exists = os.path.exists(os.path.join(out, CHECKPOINT))
         if exists and not (resume or overwrite):
@@ -138,6 +146,9 @@ def train(
             if state["config"] != cfg.to_dict():
                 raise UserError(f"--resume: {out!r} was trained with a different configuration")
             trainer.restore(state)
+        for length in wanted:
+            pad_width_for(length, cfg.pad_width)
+    tracker = Tracker.start(wandb, out, "train", cfg.tracking_config(), wandb_project)
     console.print(f"[bold]train[/] {cfg.task} · {cfg.label} · preset {cfg.preset} · "
                   f"{'pad width ' + str(cfg.pad_width) if cfg.pad_width else 'growing geometry'} · seed {cfg.seed} → {out}", soft_wrap=True)
     columns = [TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -145,14 +156,25 @@ def train(
     with user_errors(), Progress(*columns, console=console) as progress:
         bar = progress.add_task("training", total=cfg.steps, completed=trainer.step_count, loss=float("nan"), valid="–")
 
+        def on_step(step, loss):
+            progress.update(bar, completed=step, loss=loss)
+            if step % LOG_EVERY == 0:
+                tracker.log({"train/loss": loss, "train/lr": learning_rate(cfg, step - 1)}, step=step)
+
         def on_eval(entry):
             progress.update(bar, valid=f"{entry['valid_acc']:.2%}")
+            tracker.log({"valid/exact_match": entry["valid_acc"], "train/loss_mean": entry["loss"], "train/seconds": entry["seconds"]}, step=entry["step"])
             if not console.is_terminal:  # a log file gets one plain line per evaluation
                 console.print(f"step {entry['step']:>6} · loss {entry['loss']:.4f} · valid {entry['valid_acc']:.2%} · {entry['seconds']:.0f}s")
                 sys.stdout.flush()
 
-        last = trainer.run(out, on_eval=on_eval, on_step=lambda step, loss: progress.update(bar, completed=step, loss=loss))
+        last = trainer.run(out, on_eval=on_eval, on_step=on_step)
     console.print(f"done: step {last.get('step')} · valid exact match {last.get('valid_acc', 0):.2%} · {last.get('seconds', 0):.0f}s")
+    tracker.summary({"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0)})
+    log_model_figures(tracker, cfg, trainer.model, trainer.bias, trainer.valid, step=trainer.step_count)
+    if wanted:
+        run_evaluation(out, cfg, trainer.model, trainer.bias, wanted, 0, 1000, tracker)
+    tracker.finish()
 
 
 @app.command("eval")
@@ -161,33 +183,61 @@ def evaluate(
     lengths: str = typer.Option(PAPER_LENGTHS, help="Comma-separated operand lengths in digits."),
     seed: int = typer.Option(0, help="Seed of the extrapolation sets (the same seed gives every method the same numbers)."),
     batch_size: int = typer.Option(1000, "--batch-size", "--batch_size", min=1, help="Sequences decoded at once."),
+    wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline unless an API key is configured)."),
+    wandb_project: str = typer.Option(None, "--wandb-project", "--wandb_project", help="wandb project (default $WANDB_PROJECT or abcmini)."),
     device: str = typer.Option("auto", help="auto | cpu | cuda."),
 ):
     """Exact-match accuracy by length on the seeded extrapolation sets; writes eval.json."""
     with user_errors():
-        from abcmini.evaluate import extrapolation_accuracy, pad_width_for
+        from abcmini.evaluate import pad_width_for
         from abcmini.train import load_checkpoint, load_model
 
         wanted = parse_lengths(lengths)
         cfg, model, bias = load_model(load_checkpoint(run_dir), pick_device(device))
         for length in wanted:
             pad_width_for(length, cfg.pad_width)
+    tracker = Tracker.start(wandb, run_dir, "eval", cfg.tracking_config(), wandb_project)
+    run_evaluation(run_dir, cfg, model, bias, wanted, seed, batch_size, tracker)
+    tracker.finish()
+
+
+def run_evaluation(run_dir, cfg, model, bias, lengths, seed, batch_size, tracker):
+    """Accuracy at each length: printed, written to ``RUN_DIR/eval.json`` and tracked."""
+    from abcmini.evaluate import extrapolation_accuracy
+
     results = {}
-    for length in wanted:
+    for length in lengths:
         start = time.perf_counter()
         results[length] = extrapolation_accuracy(model, cfg.task, length, cfg.pad_width, seed, bias, cfg.aligned, batch_size)
         console.print(f"length {length:>3}: {results[length]:.2%} ({time.perf_counter() - start:.1f}s)", highlight=False)
         sys.stdout.flush()
-    table = Table(title=f"{cfg.task} · {cfg.label} · {'pad ' + str(cfg.pad_width) if cfg.pad_width else 'growing'} · seed {cfg.seed}")
+    title = f"{cfg.task} · {cfg.label} · {'pad ' + str(cfg.pad_width) if cfg.pad_width else 'growing'} · seed {cfg.seed}"
+    table = Table(title=title)
     table.add_column("length", justify="right")
     table.add_column("exact match", justify="right")
     for length, acc in results.items():
         table.add_row(str(length), f"{100 * acc:.1f}%")
     console.print(table)
+    tracker.extrapolation(results, title)
     report = {"task": cfg.task, "method": cfg.label, "scheme": cfg.scheme, "window": cfg.window, "period": cfg.period, "pad_width": cfg.pad_width, "seed": cfg.seed,
               "test_seed": seed, "accuracy": {str(k): v for k, v in results.items()}}
     with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
         json.dump(report, f, indent=2)
+
+
+def log_model_figures(tracker, cfg, model, bias, example, step=None):
+    """Attention heatmaps for a fixed input and the run's scaffold (ABS window / ABC bias), per head."""
+    if tracker.run is None:
+        return
+    from abcmini.figures import attention_figures, bias_figures, close
+    from abcmini.tasks import detokenize
+
+    figures = attention_figures(model, example, bias, cfg.label)
+    if bias is not None:
+        figures |= bias_figures(bias, example.tgt_out.shape[1], detokenize(example.src[0]), cfg.label)
+    tracker.images(figures, step=step)
+    for fig in figures.values():
+        close(fig)
 
 
 @app.command("calibrate")

@@ -179,7 +179,9 @@ class Transformer(nn.Module):
         self.to_logits = nn.Linear(cfg.d_model, len(VOCAB))
 
     def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        x = self.embed(tokens)
+        """Token embedding times ``sqrt(d_model)`` (Vaswani et al. §3.4), plus the sinusoidal
+        encoding for ``vanilla``: the scale keeps the tokens, not the positions, dominant."""
+        x = self.embed(tokens) * self.cfg.d_model**0.5
         return x + sinusoidal(pos, self.cfg.d_model) if self.cfg.scheme == "vanilla" else x
 
     def positions(self, n: int, offset: int = 0, device=None) -> torch.Tensor:

@@ -110,6 +110,10 @@ class RunConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def tracking_config(self) -> dict:
+        """The config as a dashboard groups runs: every field plus the method's table name."""
+        return {**self.to_dict(), "method": self.label, "geometry": "fixed" if self.pad_width else "growing"}
+
 
 def learning_rate(cfg: RunConfig, step: int) -> float:
     """Linear warmup, then cosine decay to 10% of the peak."""

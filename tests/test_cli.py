@@ -77,6 +77,14 @@ def one_line_error(result, *needles):
         (["train", "--preset", "huge"], ["unknown preset"]),
         (["train", "--geometry", "spiral"], ["unknown geometry"]),
         (["train", "--pad-width", "5"], ["pad width must be at least 7"]),
+        # errors raised by typer itself while parsing, reported the same way
+        (["train", "--steps", "abc"], ["Invalid value for '--steps'"]),
+        (["train", "--lr", "fast"], ["Invalid value for '--lr'"]),
+        (["train", "--stop-at", "1.5"], ["Invalid value for '--stop-at'"]),
+        (["train", "--batch-size", "0"], ["Invalid value for '--batch-size'"]),
+        (["train", "--bogus", "3"], ["No such option: --bogus"]),
+        (["train", "--resume=maybe"], ["--resume"]),
+        (["trian"], ["No such command 'trian'"]),
     ],
 )
 def test_bad_training_input_is_one_line(args, needles, tmp_path):
@@ -88,6 +96,8 @@ def test_bad_eval_input_is_one_line(trained_run, tmp_path):
     one_line_error(invoke("eval", trained_run, "--lengths", "3,x"), "comma-separated")
     one_line_error(invoke("eval", trained_run, "--lengths", "10"), "does not fit", "pad width 7")
     one_line_error(invoke("eval", tmp_path / "nowhere"), "does not exist")
+    one_line_error(invoke("eval"), "Missing argument")
+    one_line_error(invoke("eval", trained_run, "--seed", "1.5"), "Invalid value for '--seed'")
     (tmp_path / "empty").mkdir()
     one_line_error(invoke("eval", tmp_path / "empty"), "no checkpoint")
     corrupt = tmp_path / "corrupt"

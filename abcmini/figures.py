@@ -1,0 +1,106 @@
+"""Figures: per-head heatmaps of attention and biases, accuracy-vs-length curves.
+
+Every function returns a matplotlib ``Figure`` (headless ``Agg`` backend) that the caller saves
+as a PNG and/or hands to the tracker, then closes with ``close``.
+"""
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
+
+CLOSED = "#d0d0d0"  # colour of −inf (closed) cells: visibly not part of the colour scale
+
+
+def heatmap_grid(maps: torch.Tensor, title: str, row_label: str, col_label: str,
+                 col_tokens: str | None = None, colorbar_label: str = "") -> plt.Figure:
+    """One heatmap per head of ``maps [h q k]``; −inf cells are drawn grey, outside the scale.
+
+    ``col_tokens`` (one character per column, e.g. the input ``$0123``) labels the columns.
+    """
+    maps = maps.detach().float().cpu()
+    heads = maps.shape[0]
+    cols = min(heads, 4)
+    rows = math.ceil(heads / cols)
+    finite = maps[torch.isfinite(maps)]
+    low, high = (finite.min().item(), finite.max().item()) if finite.numel() else (0.0, 1.0)
+    if low == high:  # e.g. a transparent (all-zero) bias
+        low, high = low - 0.5, high + 0.5
+    cmap = plt.get_cmap("viridis").with_extremes(bad=CLOSED)
+    aspect = maps.shape[2] / maps.shape[1]
+    fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols * min(max(aspect, 1.0), 2.0) + 1.2, 2.6 * rows + 0.8),
+                             squeeze=False, constrained_layout=True)
+    for h, ax in enumerate(axes.flat):
+        if h >= heads:
+            ax.axis("off")
+            continue
+        shown = torch.where(torch.isfinite(maps[h]), maps[h], torch.nan)  # NaN = masked = grey
+        image = ax.imshow(shown.tolist(), cmap=cmap, vmin=low, vmax=high, aspect="auto", interpolation="nearest")
+        ax.set_title(f"head {h}", fontsize=9)
+        if h % cols == 0:
+            ax.set_ylabel(row_label, fontsize=8)
+        if h >= (rows - 1) * cols or h + cols >= heads:
+            ax.set_xlabel(col_label, fontsize=8)
+        if col_tokens is not None and len(col_tokens) <= 40:
+            ax.set_xticks(range(len(col_tokens)), list(col_tokens), fontsize=6)
+        ax.tick_params(labelsize=6)
+    fig.colorbar(image, ax=axes, shrink=0.8, label=colorbar_label or None)
+    fig.suptitle(f"{title}  (grey: −inf, closed)" if not torch.isfinite(maps).all() else title, fontsize=10)
+    return fig
+
+
+def accuracy_curves(curves: dict[str, dict[int, float]], title: str) -> plt.Figure:
+    """Exact match (%) against operand length, one line per method (the paper's Figure 1)."""
+    fig, ax = plt.subplots(figsize=(6, 3.8), constrained_layout=True)
+    for method, points in sorted(curves.items()):
+        lengths = sorted(points)
+        ax.plot(lengths, [100 * points[n] for n in lengths], marker="o", label=method)
+    ax.set_xlabel("operand length (digits)")
+    ax.set_ylabel("exact match (%)")
+    ax.set_ylim(-3, 103)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def save(fig: plt.Figure, path: str) -> str:
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def close(fig: plt.Figure) -> None:
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- figures of a model
+
+ROWS = "output digit (least significant first)"
+
+
+def attention_figures(model, example, bias, title: str) -> dict[str, plt.Figure]:
+    """Last decoder layer's cross- and self-attention per head for the first input of ``example``."""
+    from abcmini.calibrate import average_attention
+    from abcmini.tasks import Example, detokenize
+
+    one = Example(example.src[:1], example.tgt_in[:1], example.tgt_out[:1])
+    self_map, cross_map = average_attention(model, one, one.tgt_out.shape[1], bias)
+    tokens = detokenize(one.src[0])
+    return {
+        "attention/cross": heatmap_grid(cross_map, f"{title}: cross-attention on {tokens}", ROWS, "input token", tokens, "probability"),
+        "attention/self": heatmap_grid(self_map, f"{title}: decoder self-attention", ROWS, "output position read", None, "probability"),
+    }
+
+
+def bias_figures(bias, n_q: int, src_tokens: str, title: str) -> dict[str, plt.Figure]:
+    """A scaffold (ABS window or ABC bias) materialized for one geometry, per head."""
+    from abcmini.biases import materialize
+
+    self_bias, cross_bias = materialize(bias, n_q, len(src_tokens))
+    return {
+        "bias/cross": heatmap_grid(cross_bias, f"{title}: cross-attention bias", ROWS, "input token", src_tokens, "bias"),
+        "bias/self": heatmap_grid(self_bias, f"{title}: self-attention bias", ROWS, "output position read", None, "bias"),
+    }

@@ -1,0 +1,13 @@
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def wandb_stays_local(tmp_path_factory, monkeypatch):
+    """No test talks to a wandb server or writes under the home directory. Tests that are not
+    about tracking run wandb in its no-op ``disabled`` mode; test_track.py switches to offline."""
+    home = tmp_path_factory.getbasetemp() / "wandb-home"
+    for name in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_CONFIG_DIR"):
+        monkeypatch.setenv(name, str(home / name.lower()))
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)

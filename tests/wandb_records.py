@@ -1,0 +1,86 @@
+"""Read what wandb wrote: the records of an offline run's ``run-<id>.wandb`` file.
+
+wandb 0.31 ships no reader. The file is a 7-byte ``:W&B`` header, then leveldb-log framing:
+32 KiB blocks of records ``crc32 (4) · length (2) · type (1) · payload``, where a record may be
+split FIRST/MIDDLE/LAST across blocks; each reassembled payload is a ``Record`` protobuf.
+"""
+
+import glob
+import json
+import os
+import struct
+from dataclasses import dataclass, field
+
+from wandb.proto import wandb_internal_pb2
+
+BLOCK, HEADER = 32 * 1024, 7
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+
+
+def records(path: str) -> list:
+    data = open(path, "rb").read()
+    assert data[:4] == b":W&B", "not a wandb run file"
+    out, pending, pos = [], b"", HEADER
+    while pos + HEADER <= len(data):
+        left = BLOCK - pos % BLOCK
+        if left < HEADER:  # block trailer padding
+            pos += left
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + HEADER])
+        if kind == 0:  # zero fill to the end of the block
+            pos += left
+            continue
+        pending += data[pos + HEADER : pos + HEADER + length]
+        pos += HEADER + length
+        if kind in (FULL, LAST):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            out.append(record)
+            pending = b""
+    return out
+
+
+def _key(item) -> str:
+    return item.key or "/".join(item.nested_key)
+
+
+@dataclass
+class OfflineRun:
+    """The config, summary and history rows of one offline run, and its files directory."""
+
+    directory: str
+    config: dict = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+    history: list = field(default_factory=list)
+
+    def media(self, key: str) -> list[str]:
+        """Paths (on disk) of every image / table logged under ``key``."""
+        return [os.path.join(self.directory, "files", row[key]["path"]) for row in self.history if key in row]
+
+
+def read_offline_runs(wandb_dir: str) -> list[OfflineRun]:
+    runs = []
+    for directory in sorted(glob.glob(os.path.join(wandb_dir, "wandb", "offline-run-*"))):
+        run = OfflineRun(directory)
+        (path,) = glob.glob(os.path.join(directory, "run-*.wandb"))
+        for record in records(path):
+            kind = record.WhichOneof("record_type")
+            if kind == "run":
+                run.config.update({_key(i): json.loads(i.value_json) for i in record.run.config.update})
+            elif kind == "config":
+                run.config.update({_key(i): json.loads(i.value_json) for i in record.config.update})
+            elif kind == "summary":
+                run.summary.update({_key(i): json.loads(i.value_json) for i in record.summary.update})
+            elif kind == "history":
+                row = {}
+                for item in record.history.item:
+                    key = _key(item)
+                    for prefix in ("/path", "/_type"):  # image/table fields arrive flattened
+                        if key.endswith(prefix):
+                            row.setdefault(key[: -len(prefix)], {})[prefix[1:]] = json.loads(item.value_json)
+                            break
+                    else:
+                        row[key] = json.loads(item.value_json)
+                run.history.append(row)
+        runs.append(run)
+    return runs
