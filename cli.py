@@ -249,7 +249,9 @@ def calibrate_command(
     directions: str = typer.Option("1,-1,0", help="Line directions Δ (one row down, Δ columns right): 1 diagonal, -1 anti-diagonal, 0 vertical; any integers."),
     min_accuracy: float = typer.Option(0.99, "--min-accuracy", "--min_accuracy", help="Refuse a run whose last validation exact match is below this."),
     seed: int = typer.Option(0, help="Seed of the subset of training inputs."),
-    out: str = typer.Option(None, help="Bias file to write (default RUN_DIR/abc_bias.pt)."),
+    out: str = typer.Option(None, help="Bias file to write (default RUN_DIR/abc_bias.pt); heatmap PNGs go beside it."),
+    wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline unless an API key is configured)."),
+    wandb_project: str = typer.Option(None, "--wandb-project", "--wandb_project", help="wandb project (default $WANDB_PROJECT or abcmini)."),
 ):
     """ABC: average the last decoder layer's attention of an interpolating model and turn it into
     line-table biases usable at any length (`abcmini train --bias FILE`)."""
@@ -283,11 +285,44 @@ def calibrate_command(
         "samples": samples, "seed": seed, "source": os.path.abspath(run_dir), "bias": calibrated.state(),
         "attention": {"self": self_avg, "cross": cross_avg},
     })
+    seconds = time.perf_counter() - start
     for kind, table in (("cross", calibrated.cross_attention), ("self", calibrated.self_attention)):
         open_lines = torch.isfinite(table.values).sum(dim=(0, 2)).tolist()
         console.print(f"{kind:>5}-attention: open lines per head {open_lines}; transparent heads "
                       f"{table.transparent.nonzero().flatten().tolist() or 'none'}", highlight=False)
-    console.print(f"calibrated on {samples} training inputs in {time.perf_counter() - start:.1f}s → {path}", soft_wrap=True)
+    console.print(f"calibrated on {samples} training inputs in {seconds:.1f}s → {path}", soft_wrap=True)
+    pngs = write_calibration_figures(os.path.dirname(os.path.abspath(path)), cfg, self_avg, cross_avg, calibrated, example)
+    console.print(f"heatmaps: {', '.join(os.path.basename(p) for p in pngs.values())}", soft_wrap=True, highlight=False)
+    tracker = Tracker.start(wandb, run_dir, "calibrate", {**cfg.tracking_config(), "kappa_cross": kappa_cross, "kappa_self": kappa_self,
+                                                          "directions": list(deltas), "samples": samples}, wandb_project)
+    with tracker.guard():
+        if tracker.run is not None:
+            import wandb as wb
+
+            tracker.run.log({f"calibration/{name}": wb.Image(png) for name, png in pngs.items()})
+    tracker.summary({"calibration/seconds": seconds})
+    tracker.finish()
+
+
+def write_calibration_figures(directory, cfg, self_avg, cross_avg, calibrated, example) -> dict[str, str]:
+    """PNG heatmaps per head: the averaged attention ``Ā`` and the calibrated bias, cross and self."""
+    from abcmini.figures import ROWS, close, heatmap_grid, save
+    from abcmini.tasks import detokenize
+
+    tokens = detokenize(example.src[0])
+    n_q = example.tgt_out.shape[1]
+    self_bias, cross_bias = calibrated(n_q, len(tokens))
+    figures = {
+        "attention_cross": heatmap_grid(cross_avg, f"{cfg.task}: averaged cross-attention Ā (trusted rows)", ROWS, "input position (e.g. " + tokens + ")", None, "probability"),
+        "attention_self": heatmap_grid(self_avg, f"{cfg.task}: averaged self-attention Ā (trusted rows)", ROWS, "output position read", None, "probability"),
+        "bias_cross": heatmap_grid(cross_bias, f"{cfg.task}: ABC cross-attention bias", ROWS, "input position", None, "bias"),
+        "bias_self": heatmap_grid(self_bias, f"{cfg.task}: ABC self-attention bias", ROWS, "output position read", None, "bias"),
+    }
+    paths = {}
+    for name, fig in figures.items():
+        paths[name] = save(fig, os.path.join(directory, f"abc_{name}.png"))
+        close(fig)
+    return paths
 
 
 def main():
