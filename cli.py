@@ -68,16 +68,17 @@ def user_errors():
         raise typer.Exit(2) from None
 
 
-def parse_lengths(text: str) -> list[int]:
+def parse_lengths(text: str, option: str = "--lengths", minimum: int = 1) -> list[int]:
     try:
         lengths = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise UserError(f"--lengths takes comma-separated whole numbers, got {text!r}") from None
+        raise UserError(f"{option} takes comma-separated whole numbers, got {text!r}") from None
     if not lengths:
-        raise UserError("--lengths is empty")
-    bad = [n for n in lengths if n < 1]
+        raise UserError(f"{option} is empty")
+    bad = [n for n in lengths if n < minimum]
     if bad:
-        raise UserError(f"length must be at least 1, got {bad[0]}")
+        what = "length" if option == "--lengths" else option
+        raise UserError(f"{what} must be at least {minimum}, got {bad[0]}")
     return lengths
 
 
@@ -99,6 +100,7 @@ def train(
     period: int = typer.Option(0, help="Cyclic Position Indexing period T: positions become i mod T (0 = off). Applies to any method."),
     preset: str = typer.Option("cpu", help="Model size: paper (1 enc / 6 dec layers, 8 heads, d 128, FFN 512, dropout 0.3) | cpu | tiny."),
     enc_layers: int = typer.Option(None, "--enc-layers", "--enc_layers", help="Override the preset's encoder depth (0: cross-attention reads the embedded input directly, as in the authors' code)."),
+    embed_scale: float = typer.Option(None, "--embed-scale", "--embed_scale", min=0.0, help="Override the token-embedding scale (default 1; 0 = sqrt(d_model), which makes positions weak next to tokens)."),
     geometry: str = typer.Option("fixed", help="fixed: every operand padded to --pad-width in training and test (the paper's protocol); growing: pad width follows the test length."),
     pad_width: int = typer.Option(20, "--pad-width", "--pad_width", min=1, help="Fixed geometry's pad width in digits; the longest length you can evaluate."),
     seed: int = typer.Option(0, help="Seed of the model's initialisation and of the batch order."),
@@ -131,7 +133,7 @@ def train(
             task=task, scheme=scheme, period=period, window=window, bias_file=bias, preset=preset, pad_width=pad_width if geometry == "fixed" else None,
             seed=seed, data_seed=data_seed, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
             stop_at=stop_at, eval_every=eval_every, valid_size=valid_size,
-            model_overrides={} if enc_layers is None else {"enc_layers": enc_layers},
+            model_overrides={key: value for key, value in (("enc_layers", enc_layers), ("embed_scale", embed_scale)) if value is not None},
         )
         wanted = parse_lengths(eval_lengths) if eval_lengths.strip() else []
         out = out or os.path.join("runs", f"{task}-{cfg.label.replace('+', '_').replace('=', '')}-s{seed}")
@@ -173,7 +175,7 @@ def train(
     tracker.summary({"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0)})
     log_model_figures(tracker, cfg, trainer.model, trainer.bias, trainer.valid, step=trainer.step_count)
     if wanted:
-        run_evaluation(out, cfg, trainer.model, trainer.bias, wanted, 0, 1000, tracker)
+        run_evaluation(out, cfg, trainer.model, trainer.bias, wanted, 0, 1000, tracker, last)
     tracker.finish()
 
 
@@ -193,15 +195,16 @@ def evaluate(
         from abcmini.train import load_checkpoint, load_model
 
         wanted = parse_lengths(lengths)
-        cfg, model, bias = load_model(load_checkpoint(run_dir), pick_device(device))
+        state = load_checkpoint(run_dir)
+        cfg, model, bias = load_model(state, pick_device(device))
         for length in wanted:
             pad_width_for(length, cfg.pad_width)
     tracker = Tracker.start(wandb, run_dir, "eval", cfg.tracking_config(), wandb_project)
-    run_evaluation(run_dir, cfg, model, bias, wanted, seed, batch_size, tracker)
+    run_evaluation(run_dir, cfg, model, bias, wanted, seed, batch_size, tracker, state["history"][-1] if state["history"] else {})
     tracker.finish()
 
 
-def run_evaluation(run_dir, cfg, model, bias, lengths, seed, batch_size, tracker):
+def run_evaluation(run_dir, cfg, model, bias, lengths, seed, batch_size, tracker, trained: dict):
     """Accuracy at each length: printed, written to ``RUN_DIR/eval.json`` and tracked."""
     from abcmini.evaluate import extrapolation_accuracy
 
@@ -220,7 +223,8 @@ def run_evaluation(run_dir, cfg, model, bias, lengths, seed, batch_size, tracker
     console.print(table)
     tracker.extrapolation(results, title)
     report = {"task": cfg.task, "method": cfg.label, "scheme": cfg.scheme, "window": cfg.window, "period": cfg.period, "pad_width": cfg.pad_width, "seed": cfg.seed,
-              "test_seed": seed, "accuracy": {str(k): v for k, v in results.items()}}
+              "test_seed": seed, "train_steps": trained.get("step"), "train_seconds": trained.get("seconds"),
+              "valid_acc": trained.get("valid_acc"), "accuracy": {str(k): v for k, v in results.items()}}
     with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
         json.dump(report, f, indent=2)
 
@@ -258,33 +262,18 @@ def calibrate_command(
     with user_errors():
         import torch
 
-        from abcmini.calibrate import BIAS_FORMAT, Calibrated, average_attention, calibrate
-        from abcmini.tasks import POOL_DIGITS, Pool, format_task, sample_operands
-        from abcmini.train import load_checkpoint, load_model, save_checkpoint
+        from abcmini.calibrate import Calibrated, calibrate_run
 
         try:
             deltas = tuple(int(part) for part in directions.split(","))
         except ValueError:
             raise UserError(f"--directions takes comma-separated integers, got {directions!r}") from None
-        state = load_checkpoint(run_dir)
-        cfg, model, bias = load_model(state)
-        reached = state["history"][-1]["valid_acc"] if state["history"] else 0.0
-        if reached < min_accuracy:
-            raise UserError(f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < {min_accuracy:.2%}; train it longer (--stop-at)")
-        if samples < 1:
-            raise UserError(f"--samples must be at least 1, got {samples}")
-    a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).train, samples, torch.Generator().manual_seed(seed))
-    example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
-    start = time.perf_counter()
-    self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, bias)
-    calibrated = Calibrated(calibrate(self_avg, kappa_self, deltas, right=False), calibrate(cross_avg, kappa_cross, deltas))
-    path = out or os.path.join(run_dir, "abc_bias.pt")
-    save_checkpoint(path, {
-        "format": BIAS_FORMAT, "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads,
-        "aligned": cfg.aligned, "deltas": list(deltas), "kappa_cross": kappa_cross, "kappa_self": kappa_self,
-        "samples": samples, "seed": seed, "source": os.path.abspath(run_dir), "bias": calibrated.state(),
-        "attention": {"self": self_avg, "cross": cross_avg},
-    })
+        path = out or os.path.join(run_dir, "abc_bias.pt")
+        start = time.perf_counter()
+        result = calibrate_run(run_dir, path, samples, kappa_cross, kappa_self, deltas, seed, min_accuracy)
+    cfg, example = result["config"], result["example"]
+    self_avg, cross_avg = result["attention"]["self"], result["attention"]["cross"]
+    calibrated = Calibrated.from_state(result["bias"])
     seconds = time.perf_counter() - start
     for kind, table in (("cross", calibrated.cross_attention), ("self", calibrated.self_attention)):
         open_lines = torch.isfinite(table.values).sum(dim=(0, 2)).tolist()
@@ -323,6 +312,85 @@ def write_calibration_figures(directory, cfg, self_avg, cross_avg, calibrated, e
         paths[name] = save(fig, os.path.join(directory, f"abc_{name}.png"))
         close(fig)
     return paths
+
+
+@app.command("report")
+def report_command(
+    runs_dir: str = typer.Argument("runs", help="Directory searched (recursively) for evaluated runs (eval.json)."),
+    out: str = typer.Option(None, help="Where report.md and accuracy_<task>.png go (default RUNS_DIR)."),
+):
+    """The paper-style table (task × method × length, the paper's numbers beside ours) and one
+    accuracy-vs-length figure per task, from finished runs."""
+    from abcmini.report import collect, figures, markdown, summarize
+
+    with user_errors():
+        if not os.path.isdir(runs_dir):
+            raise UserError(f"runs directory {runs_dir!r} does not exist")
+        results = collect(runs_dir)
+        if not results:
+            raise UserError(f"no evaluated runs (eval.json) under {runs_dir!r}; run `abcmini eval RUN_DIR` first")
+    out = out or runs_dir
+    os.makedirs(out, exist_ok=True)
+    cells = summarize(results)
+    text = markdown(cells)
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(text)
+    pngs = figures(cells, out)
+    console.print(text, highlight=False, soft_wrap=True)
+    console.print(f"{len(results)} runs → {os.path.join(out, 'report.md')}, {', '.join(os.path.basename(p) for p in pngs)}", highlight=False, soft_wrap=True)
+
+
+@app.command("reproduce")
+def reproduce_command(
+    tasks: str = typer.Option("successor,addition,nx1,parity", help="Comma-separated tasks."),
+    methods: str = typer.Option("vanilla,alibi,rope,abc,+w=1,+T=3,NoPE+w=1", help="Comma-separated methods of the paper's two tables."),
+    seeds: str = typer.Option("0,1,2", help="Comma-separated seeds; tables report the median and range."),
+    quick: bool = typer.Option(False, help="Small but real: Successor, Vanilla vs ABC, pad width 24, lengths to 20, one seed."),
+    out: str = typer.Option("runs/reproduce", help="Root of the run directories, report.md and figures."),
+    workers: int = typer.Option(2, min=1, help="Jobs trained side by side (one thread each)."),
+):
+    """The paper end to end: baselines, ABS, train to interpolation → calibrate → retrain (ABC),
+    evaluation at the paper's lengths, both tables and Figure 1. Resumes where it stopped."""
+    from abcmini.reproduce import ABS_TASKS, MAIN_TASKS, QUICK, Recipe, plan, run_all, run_config
+    from abcmini.report import collect, figures, markdown, summarize
+
+    with user_errors():
+        if quick:
+            task_list, method_list, seed_list, recipe = ["successor"], ["vanilla", "abc"], [0], QUICK
+            out = out if out != "runs/reproduce" else "runs/quick"
+        else:
+            task_list, method_list, seed_list, recipe = tasks.split(","), methods.split(","), parse_lengths(seeds, "--seeds", 0), Recipe()
+        jobs = plan(task_list, method_list, seed_list, out)
+        for job in jobs:  # validate every cell before hours of training
+            run_config(job, recipe)
+    console.print(f"[bold]reproduce[/] {len(jobs)} runs · {', '.join(task_list)} · {', '.join(method_list)} · seeds {seed_list} "
+                  f"· pad width {recipe.pad_width} · {workers} workers → {out}", soft_wrap=True)
+    start = time.perf_counter()
+
+    def on_done(job, result):
+        if "error" in result:
+            errors.print(f"[red]{job.task} {job.method} seed {job.seed}: {result['error']}[/]", soft_wrap=True)
+        else:
+            accs = " ".join(f"{n}:{100 * a:.1f}" for n, a in result["accuracy"].items())
+            console.print(f"{time.perf_counter() - start:7.0f}s  {job.task:<9} {result['method']:<16} s{job.seed}  "
+                          f"{result['train_steps']} steps {result['train_seconds']:.0f}s  {accs}", highlight=False)
+        sys.stdout.flush()
+
+    results = run_all(jobs, recipe, workers, on_done)
+    cells = summarize([r for r in collect(out)])
+    main_rows = [(t, m) for t in MAIN_TASKS for m in ("vanilla", "alibi", "rope", "vanilla+abc")]
+    abs_rows = [(t, m) for t in ABS_TASKS for m in ("vanilla", "vanilla+w=1", "vanilla+w=1+T=3", "nope+w=1")]
+    text = (f"## Main table (paper: results-table)\n\n{markdown(cells, [n for n in (6, 10, 20, 60) if n in recipe.lengths], main_rows)}\n"
+            f"## ABS table (paper: tab.abs)\n\n{markdown(cells, recipe.lengths, abs_rows)}")
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(text)
+    pngs = figures(cells, out)
+    console.print(text, highlight=False, soft_wrap=True)
+    failed = sum("error" in r for r in results)
+    console.print(f"reproduce: {len(results) - failed} runs done, {failed} failed, {time.perf_counter() - start:.0f}s → "
+                  f"{os.path.join(out, 'report.md')}, {', '.join(os.path.basename(p) for p in pngs)}", soft_wrap=True, highlight=False)
+    if failed:
+        raise typer.Exit(1)
 
 
 def main():

@@ -16,6 +16,7 @@ any ``M × N``: a cell takes the value of its line in each direction (−inf for
 observed or dropped), and the directions merge by element-wise max.
 """
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -185,3 +186,38 @@ def check_bias_matches(payload: dict, task: str, pad_width, heads: int, path: st
     if payload["pad_width"] != pad_width:
         geometry = lambda p: f"pad width {p}" if p is not None else "the growing geometry"  # noqa: E731
         raise BiasFileError(f"bias file {path!r} comes from {geometry(payload['pad_width'])}; this run uses {geometry(pad_width)}")
+
+
+class NotInterpolatedError(ValueError):
+    pass
+
+
+def calibrate_run(run_dir: str, out: str, samples: int = 1000, kappa_cross: float = 4.5, kappa_self: float = 0.87,
+                  deltas=DIRECTIONS, seed: int = 0, min_accuracy: float = 0.99) -> dict:
+    """ABC steps 1–5 for a trained run: refuse it unless it interpolated, decode ``samples``
+    seeded training inputs, average the last decoder layer's attention, calibrate cross- and
+    self-attention, and save the bias file at ``out``. Returns the saved payload plus the
+    ``example`` it was computed on (not saved)."""
+    from abcmini.tasks import POOL_DIGITS, Pool, format_task, sample_operands
+    from abcmini.train import load_checkpoint, load_model, save_checkpoint
+
+    if samples < 1:
+        raise ValueError(f"--samples must be at least 1, got {samples}")
+    state = load_checkpoint(run_dir)
+    cfg, model, bias = load_model(state)
+    reached = state["history"][-1]["valid_acc"] if state["history"] else 0.0
+    if reached < min_accuracy:
+        raise NotInterpolatedError(f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < {min_accuracy:.2%}; "
+                                   "train it longer (--stop-at)")
+    a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).train, samples, torch.Generator().manual_seed(seed))
+    example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
+    self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, bias)
+    calibrated = Calibrated(calibrate(self_avg, kappa_self, deltas, right=False), calibrate(cross_avg, kappa_cross, deltas))
+    payload = {
+        "format": BIAS_FORMAT, "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads,
+        "aligned": cfg.aligned, "deltas": list(deltas), "kappa_cross": kappa_cross, "kappa_self": kappa_self,
+        "samples": samples, "seed": seed, "source": os.path.abspath(run_dir), "bias": calibrated.state(),
+        "attention": {"self": self_avg, "cross": cross_avg},
+    }
+    save_checkpoint(out, payload)
+    return {**payload, "example": example, "config": cfg}

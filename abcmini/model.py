@@ -30,6 +30,7 @@ class ModelConfig:
     scheme: str = "vanilla"  # positional scheme, see positions.SCHEMES
     period: int = 0  # Cyclic Position Indexing period T (0: off)
     max_distance: int = 16  # clipping distance of the relative PE
+    embed_scale: float = 1.0  # token embeddings are multiplied by this; 0 means sqrt(d_model)
 
     def __post_init__(self):
         check_scheme(self.scheme)
@@ -110,7 +111,7 @@ class Attention(nn.Module):
         if self.scheme == "rope":
             q, k = rotate(q, q_pos), rotate(k, k_pos[-k.shape[2] :])
         if cache is not None and cache.static:
-            cache.k, cache.v = k, v
+            cache.k, cache.v = k.contiguous(), v.contiguous()
         elif cache is not None:
             k, v = cache.extend(k, v, capacity)
         if self.scheme == "alibi":
@@ -118,10 +119,11 @@ class Attention(nn.Module):
         if self.scheme == "relative":
             bias = _add(bias, self.relative(q, q_pos, k_pos))
         dropout = self.dropout if self.training else 0.0
-        if need_weights:
-            scores = torch.einsum("b h q d, b h k d -> b h q k", q, k) * q.shape[-1] ** -0.5
+        if need_weights or q.shape[2] == 1:  # explicit path: weights asked for, or one decoding step
+            scores = torch.einsum("b h q d, b h k d -> b h q k", q * q.shape[-1] ** -0.5, k)
             probs = (scores if bias is None else scores + bias).softmax(dim=-1)
             out = torch.einsum("b h q k, b h k d -> b h q d", F.dropout(probs, dropout, self.training), v)
+            probs = probs if need_weights else None
         else:
             probs = None
             mask = None if bias is None else bias.to(q.dtype)
@@ -179,9 +181,10 @@ class Transformer(nn.Module):
         self.to_logits = nn.Linear(cfg.d_model, len(VOCAB))
 
     def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """Token embedding times ``sqrt(d_model)`` (Vaswani et al. §3.4), plus the sinusoidal
-        encoding for ``vanilla``: the scale keeps the tokens, not the positions, dominant."""
-        x = self.embed(tokens) * self.cfg.d_model**0.5
+        """Token embedding (``N(0, 1)`` entries) times ``embed_scale``, plus the sinusoidal encoding
+        for ``vanilla``. ``embed_scale = 0`` means ``sqrt(d_model)`` (Vaswani et al. §3.4, and the
+        PyTorch seq2seq tutorial model): tokens then outweigh positions ``sqrt(d_model)`` to one."""
+        x = self.embed(tokens) * (self.cfg.embed_scale or self.cfg.d_model**0.5)
         return x + sinusoidal(pos, self.cfg.d_model) if self.cfg.scheme == "vanilla" else x
 
     def positions(self, n: int, offset: int = 0, device=None) -> torch.Tensor:

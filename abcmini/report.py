@@ -1,0 +1,83 @@
+"""`abcmini report`: the paper-style table and accuracy-vs-length figures from finished runs.
+
+Every run directory under ``RUNS_DIR`` with an ``eval.json`` contributes one accuracy per length.
+Runs of the same task and method (different seeds) are summarized by their median and range.
+"""
+
+import glob
+import json
+import os
+import statistics
+
+from abcmini.paper import paper_accuracy
+
+TASK_ORDER = ("successor", "addition", "nx1", "parity", "parity_class")
+
+
+def collect(runs_dir: str) -> list[dict]:
+    """Every ``eval.json`` below ``runs_dir`` (with its run directory in ``run``)."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(runs_dir, "**", "eval.json"), recursive=True)):
+        with open(path) as f:
+            found.append({**json.load(f), "run": os.path.dirname(path)})
+    return found
+
+
+def summarize(results: list[dict]) -> dict:
+    """``{(task, method): {length: [accuracy per seed]}}`` with lengths as ints."""
+    cells: dict = {}
+    for result in results:
+        per_length = cells.setdefault((result["task"], result["method"]), {})
+        for length, acc in result["accuracy"].items():
+            per_length.setdefault(int(length), []).append(acc)
+    return cells
+
+
+def _order(key):
+    task, method = key
+    return (TASK_ORDER.index(task) if task in TASK_ORDER else len(TASK_ORDER), task, method)
+
+
+def cell(values: list[float] | None) -> str:
+    if not values:
+        return "–"
+    middle = 100 * statistics.median(values)
+    if len(values) == 1:
+        return f"{middle:.1f}"
+    return f"{middle:.1f} [{100 * min(values):.1f}–{100 * max(values):.1f}]"
+
+
+def markdown(cells: dict, lengths=None, rows=None) -> str:
+    """One table: a row per task × method, a column per length; ``ours (paper)`` per cell.
+
+    With several seeds a cell reads ``median [min–max]``. ``lengths`` and ``rows`` (task,
+    method pairs) select a paper table's cells; by default every length and row is shown.
+    """
+    if rows is not None:
+        cells = {key: cells[key] for key in rows if key in cells}
+    lengths = sorted(lengths or {n for per_length in cells.values() for n in per_length})
+    seeds = {key: max(len(v) for v in per_length.values()) for key, per_length in cells.items()}
+    lines = ["| task | method | seeds | " + " | ".join(str(n) for n in lengths) + " |",
+             "|---|---|---|" + "---|" * len(lengths)]
+    for key in sorted(cells, key=_order):
+        task, method = key
+        row = []
+        for n in lengths:
+            ours, paper = cell(cells[key].get(n)), paper_accuracy(task, method, n)
+            row.append(ours if paper is None or ours == "–" else f"{ours} ({paper:g})")
+        lines.append(f"| {task} | {method} | {seeds[key]} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n\nExact match (%), 10,000 test numbers per length (fewer where fewer exist); the paper's number in parentheses.\n"
+
+
+def figures(cells: dict, out_dir: str) -> list[str]:
+    """One accuracy-vs-length PNG per task with every method on it (the paper's Figure 1)."""
+    from abcmini.figures import accuracy_curves, close, save
+
+    paths = []
+    for task in sorted({task for task, _ in cells}, key=lambda t: _order((t, ""))):
+        curves = {method: {n: statistics.median(v) for n, v in per_length.items()}
+                  for (t, method), per_length in cells.items() if t == task}
+        fig = accuracy_curves(curves, f"{task}: exact match vs length (median over seeds)")
+        paths.append(save(fig, os.path.join(out_dir, f"accuracy_{task}.png")))
+        close(fig)
+    return paths
