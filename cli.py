@@ -95,7 +95,7 @@ def pick_device(device: str) -> str:
 @app.command()
 def train(
     task: str = typer.Option("successor", help="successor | addition | nx1 | parity (running-xor scratchpad) | parity_class (one output token)."),
-    method: str = typer.Option("vanilla", help="Positional scheme: vanilla (sinusoidal) | nope | rope | alibi | relative (Shaw et al., clipped); or an ABS configuration of the paper: '+w=1' | '+T=3' | 'NoPE+w=1'."),
+    method: str = typer.Option("vanilla", help="Positional scheme: vanilla (sinusoidal) | nope | rope | alibi | relative (Shaw et al., clipped); an ABS configuration of the paper: '+w=1' | '+T=3' | 'NoPE+w=1'; or abc (train to interpolation, calibrate, retrain)."),
     window: int = typer.Option(None, help="ABS window w: decoder self-attention sees its diagonal and w below, cross-attention the aligned input digit ±w (binary tasks get interleaved operands)."),
     period: int = typer.Option(0, help="Cyclic Position Indexing period T: positions become i mod T (0 = off). Applies to any method."),
     preset: str = typer.Option("cpu", help="Model size: paper (1 enc / 6 dec layers, 8 heads, d 128, FFN 512, dropout 0.3) | cpu | tiny."),
@@ -119,16 +119,28 @@ def train(
     eval_lengths: str = typer.Option("", "--eval-lengths", "--eval_lengths", help="After training, evaluate at these comma-separated lengths (as `abcmini eval`); empty: skip."),
     wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline unless an API key is configured)."),
     wandb_project: str = typer.Option(None, "--wandb-project", "--wandb_project", help="wandb project (default $WANDB_PROJECT or abcmini)."),
+    kappa_cross: float = typer.Option(4.5, "--kappa-cross", "--kappa_cross", help="--method abc: cross-attention dropoff factor κ."),
+    kappa_self: float = typer.Option(0.87, "--kappa-self", "--kappa_self", help="--method abc: self-attention dropoff factor κ."),
+    dry_run: bool = typer.Option(False, "--dry-run", "--dry_run", help="Validate every option, print the run's config and exit without training."),
     device: str = typer.Option("auto", help="auto | cpu | cuda."),
 ):
-    """Train a model; checkpoints (with their full config) go to the run directory."""
+    """Train a model; checkpoints (with their full config) go to the run directory.
+
+    ``--method abc`` runs the whole ABC recipe: train Vanilla to interpolation in
+    RUN_DIR/interpolation, calibrate it, and retrain a fresh model with the bias in RUN_DIR."""
     with user_errors():
         from abcmini.evaluate import pad_width_for
-        from abcmini.train import CHECKPOINT, RunConfig, Trainer, learning_rate, load_checkpoint, resolve_method
+        from abcmini.train import CHECKPOINT, RunConfig, Trainer, resolve_method
 
         if geometry not in ("fixed", "growing"):
             raise UserError(f"unknown geometry {geometry!r}; choose fixed or growing")
-        scheme, window, period = resolve_method(method, window, period)
+        abc = method.lower() == "abc"
+        if abc and bias:
+            raise UserError("--method abc calibrates its own bias; drop --bias (or use --method vanilla --bias FILE)")
+        scheme, window, period = resolve_method("vanilla" if abc else method, window, period)
+        label = RunConfig(task=task, scheme=scheme, period=period, window=window, bias_file="abc" if abc else bias).label
+        out = out or os.path.join("runs", f"{task}-{label.replace('+', '_').replace('=', '')}-s{seed}")
+        bias = os.path.join(out, "abc_bias.pt") if abc else bias
         cfg = RunConfig(
             task=task, scheme=scheme, period=period, window=window, bias_file=bias, preset=preset, pad_width=pad_width if geometry == "fixed" else None,
             seed=seed, data_seed=data_seed, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
@@ -136,21 +148,53 @@ def train(
             model_overrides={key: value for key, value in (("enc_layers", enc_layers), ("embed_scale", embed_scale)) if value is not None},
         )
         wanted = parse_lengths(eval_lengths) if eval_lengths.strip() else []
-        out = out or os.path.join("runs", f"{task}-{cfg.label.replace('+', '_').replace('=', '')}-s{seed}")
+        for length in wanted:
+            pad_width_for(length, cfg.pad_width)
         exists = os.path.exists(os.path.join(out, CHECKPOINT))
         if exists and not (resume or overwrite):
             raise UserError(f"{out!r} already holds a run; pass --resume to continue it or --overwrite to replace it")
-        trainer = Trainer(cfg, pick_device(device))  # validates everything before a run is replaced
+        device = pick_device(device)
+        cfg.model_config()
+        if dry_run:
+            console.print_json(data={"out": out, "config": cfg.tracking_config(), **({"abc": {"kappa_cross": kappa_cross, "kappa_self": kappa_self}} if abc else {})})
+            return
+        trainer = None if abc else Trainer(cfg, device)  # validates everything before a run is replaced
         if overwrite and os.path.isdir(out):
             shutil.rmtree(out)
-        if resume and exists:
+    tracker = Tracker.start(wandb, out, "train", {**cfg.tracking_config(), **({"kappa_cross": kappa_cross, "kappa_self": kappa_self} if abc else {})}, wandb_project)
+    if abc:
+        from abcmini.calibrate import calibrate_run
+
+        source = os.path.join(out, "interpolation")
+        source_cfg = RunConfig(**{**cfg.to_dict(), "bias_file": None, "stop_at": cfg.stop_at or 0.995,
+                                  "model_overrides": {k: v for k, v in cfg.model_overrides.items() if k != "embed_scale"}})
+        fit(Trainer(source_cfg, device), source, resume, None)
+        if not (resume and os.path.exists(bias)):
+            with user_errors():
+                calibrate_run(source, bias, kappa_cross=kappa_cross, kappa_self=kappa_self)
+            console.print(f"calibrated {source} → {bias}", soft_wrap=True, highlight=False)
+        trainer = Trainer(cfg, device)
+    last = fit(trainer, out, resume, tracker)
+    tracker.summary({"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0)})
+    log_model_figures(tracker, cfg, trainer.model, trainer.bias, trainer.valid, step=trainer.step_count)
+    if wanted:
+        run_evaluation(out, cfg, trainer.model, trainer.bias, wanted, 0, 1000, tracker, last)
+    tracker.finish()
+
+
+def fit(trainer, out: str, resume: bool, tracker) -> dict:
+    """Train ``trainer`` into ``out`` (continuing its checkpoint with ``resume``) with a progress
+    bar, plain log lines when not on a terminal, and tracking. Returns the last history entry."""
+    from abcmini.train import CHECKPOINT, learning_rate, load_checkpoint
+
+    cfg = trainer.cfg
+    with user_errors():
+        if resume and os.path.exists(os.path.join(out, CHECKPOINT)):
             state = load_checkpoint(out)
             if state["config"] != cfg.to_dict():
                 raise UserError(f"--resume: {out!r} was trained with a different configuration")
             trainer.restore(state)
-        for length in wanted:
-            pad_width_for(length, cfg.pad_width)
-    tracker = Tracker.start(wandb, out, "train", cfg.tracking_config(), wandb_project)
+    tracker = tracker or Tracker()
     console.print(f"[bold]train[/] {cfg.task} · {cfg.label} · preset {cfg.preset} · "
                   f"{'pad width ' + str(cfg.pad_width) if cfg.pad_width else 'growing geometry'} · seed {cfg.seed} → {out}", soft_wrap=True)
     columns = [TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -172,11 +216,7 @@ def train(
 
         last = trainer.run(out, on_eval=on_eval, on_step=on_step)
     console.print(f"done: step {last.get('step')} · valid exact match {last.get('valid_acc', 0):.2%} · {last.get('seconds', 0):.0f}s")
-    tracker.summary({"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0)})
-    log_model_figures(tracker, cfg, trainer.model, trainer.bias, trainer.valid, step=trainer.step_count)
-    if wanted:
-        run_evaluation(out, cfg, trainer.model, trainer.bias, wanted, 0, 1000, tracker, last)
-    tracker.finish()
+    return last
 
 
 @app.command("eval")
@@ -389,6 +429,37 @@ def reproduce_command(
     failed = sum("error" in r for r in results)
     console.print(f"reproduce: {len(results) - failed} runs done, {failed} failed, {time.perf_counter() - start:.0f}s → "
                   f"{os.path.join(out, 'report.md')}, {', '.join(os.path.basename(p) for p in pngs)}", soft_wrap=True, highlight=False)
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command("sweep")
+def sweep_command(
+    file: str = typer.Argument(..., help="A wandb sweep YAML (program: cli.py), e.g. sweeps/paper-grid.yaml."),
+    count: int = typer.Option(None, min=1, help="Run at most this many (required for random and bayes searches)."),
+    dry_run: bool = typer.Option(False, "--dry-run", "--dry_run", help="Print the command of every run and exit."),
+):
+    """Run a sweep with no wandb server: wandb's sweep engine expands it locally and the runs go
+    one after another, each exactly the command `wandb agent` would run."""
+    import subprocess
+
+    from abcmini.sweep import command_line, expand, load_sweep
+
+    with user_errors():
+        config = load_sweep(file)
+        runs = expand(config, count)
+    commands = [command_line(config, params) for params in runs]
+    if dry_run:
+        for argv in commands:
+            console.print(" ".join(argv), highlight=False, soft_wrap=True)
+        return
+    failed = 0
+    for i, argv in enumerate(commands, 1):
+        console.print(f"[bold]sweep {config.get('name', file)}[/] run {i}/{len(commands)}: {' '.join(argv[1:])}", soft_wrap=True, highlight=False)
+        sys.stdout.flush()
+        if subprocess.run(argv).returncode != 0:
+            failed += 1
+    console.print(f"sweep: {len(commands) - failed} runs finished, {failed} failed", highlight=False)
     if failed:
         raise typer.Exit(1)
 

@@ -1,0 +1,77 @@
+"""wandb sweeps without a server: validate and expand a sweep YAML with wandb's own sweep engine
+(the ``sweeps`` package) and build each run's command line exactly as ``wandb agent`` would
+(``--key=value`` for ``${args}``).
+"""
+
+import sys
+import warnings
+
+import yaml
+
+MACROS = ("${env}", "${interpreter}", "${program}", "${args}")
+DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]
+
+
+class SweepFileError(ValueError):
+    pass
+
+
+def _engine():
+    with warnings.catch_warnings():  # the sweeps package emits a pydantic deprecation warning on import
+        warnings.simplefilter("ignore")
+        import sweeps
+    return sweeps
+
+
+def load_sweep(path: str) -> dict:
+    """Read and validate a sweep file; every problem is a one-line ``SweepFileError``."""
+    try:
+        with open(path) as f:
+            config = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise SweepFileError(f"sweep file {path!r} does not exist") from None
+    except yaml.YAMLError as error:
+        raise SweepFileError(f"sweep file {path!r} is not valid YAML ({str(error).splitlines()[0]})") from None
+    if not isinstance(config, dict):
+        raise SweepFileError(f"sweep file {path!r} does not hold a sweep configuration (a mapping)")
+    if "program" not in config:
+        raise SweepFileError(f"sweep file {path!r} names no program (abcmini sweeps use program: cli.py)")
+    sweeps = _engine()
+    problems = sweeps.schema_violations_from_proposed_config(config)
+    if problems:
+        raise SweepFileError(f"sweep file {path!r} is not a valid sweep: {problems[0].splitlines()[0]}")
+    for macro in (part for part in config.get("command", DEFAULT_COMMAND) if "${" in str(part)):
+        if macro not in MACROS:
+            raise SweepFileError(f"sweep file {path!r}: unsupported command macro {macro}; use {', '.join(MACROS)}")
+    try:
+        expand(config, 1)  # some errors (a grid over a range, bayes without a metric) only show here
+    except Exception as error:  # noqa: BLE001 — the engine raises several types
+        raise SweepFileError(f"sweep file {path!r} is not a valid sweep: {str(error).splitlines()[0]}") from None
+    return config
+
+
+def expand(config: dict, count: int | None = None) -> list[dict]:
+    """The runs' parameter values, as the sweep engine proposes them: every grid point (or the
+    first ``count``), or ``count`` draws for random / bayes searches."""
+    sweeps = _engine()
+    if config.get("method") != "grid" and count is None:
+        raise SweepFileError(f"a {config.get('method')} sweep has no end; pass --count")
+    runs = []
+    while count is None or len(runs) < count:
+        run = sweeps.next_run(config, runs, validate=True)
+        if run is None:
+            break
+        run.state = sweeps.RunState.finished
+        runs.append(run)
+    return [{key: item["value"] for key, item in run.config.items()} for run in runs]
+
+
+def command_line(config: dict, params: dict, interpreter: str = sys.executable) -> list[str]:
+    """The argv ``wandb agent`` would run for these parameter values."""
+    args = [f"--{key}={value}" for key, value in params.items()]
+    argv = []
+    for part in config.get("command", DEFAULT_COMMAND):
+        if part == "${env}":
+            continue  # the agent's /usr/bin/env prefix
+        argv += {"${interpreter}": [interpreter], "${program}": [config["program"]], "${args}": args}.get(part, [str(part)])
+    return argv
