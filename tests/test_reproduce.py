@@ -1,0 +1,65 @@
+"""`abcmini reproduce` machinery and `abcmini report`, with real (tiny) training."""
+
+import json
+import os
+
+from typer.testing import CliRunner
+
+from abcmini.reproduce import Job, Recipe, plan, run_all
+from abcmini.report import collect, markdown, summarize
+from cli import app
+
+TINY = Recipe(pad_width=7, lengths=(2, 5), preset="tiny", steps=20, steps_alibi=10, eval_every=10, valid_size=20,
+              calibration_samples=20)
+
+
+def test_plan_adds_the_vanilla_source_of_abc_and_skips_parity_in_the_main_table(tmp_path):
+    jobs = plan(["successor", "parity"], ["abc", "+w=1"], [0, 1], str(tmp_path))
+    assert Job("successor", "vanilla", 1, str(tmp_path)) in jobs and Job("successor", "abc", 0, str(tmp_path)) in jobs
+    assert not any(j.task == "parity" and j.method == "abc" for j in jobs)
+    assert Job("parity", "+w=1", 1, str(tmp_path)) in jobs
+    assert len(jobs) == len(set(jobs))
+
+
+def test_reproduce_runs_resumes_and_reports(tmp_path):
+    root = str(tmp_path)
+    jobs = plan(["successor"], ["vanilla", "NoPE+w=1", "abc"], [0], root)
+    first = run_all(jobs, TINY, workers=1)
+    by_method = {r.get("method"): r for r in first}
+    assert set(by_method["vanilla"]["accuracy"]) == {"2", "5"} and by_method["vanilla"]["train_steps"] == 20
+    assert by_method["nope+w=1"]["window"] == 1
+    # 20 steps do not interpolate: ABC refuses to calibrate and says why, the other cells stand
+    assert "has not interpolated" in by_method["abc"]["error"]
+    stamps = {job: os.path.getmtime(os.path.join(job.run_dir, "eval.json")) for job in jobs if job.method != "abc"}
+    again = run_all(jobs, TINY, workers=1)  # finished cells are skipped, not retrained
+    assert {job: os.path.getmtime(os.path.join(job.run_dir, "eval.json")) for job in stamps} == stamps
+    assert [r["accuracy"] for r in again if "accuracy" in r] == [r["accuracy"] for r in first if "accuracy" in r]
+
+    table = markdown(summarize(collect(root)))
+    assert "| successor | vanilla | 1 |" in table and "| successor | nope+w=1 | 1 |" in table
+
+
+def write_eval(directory, task, method, seed, accuracy):
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "eval.json"), "w") as f:
+        json.dump({"task": task, "method": method, "seed": seed, "accuracy": {str(k): v for k, v in accuracy.items()}}, f)
+
+
+def test_report_gives_median_and_range_over_seeds_beside_the_paper(tmp_path):
+    write_eval(tmp_path / "a", "addition", "vanilla+abc", 0, {6: 1.0, 60: 0.97})
+    write_eval(tmp_path / "b", "addition", "vanilla+abc", 1, {6: 0.98, 60: 0.99})
+    write_eval(tmp_path / "c", "addition", "vanilla+abc", 2, {6: 0.99, 60: 0.995})
+    write_eval(tmp_path / "d" / "deeper", "successor", "rope", 0, {6: 0.5, 60: 0.0})
+    result = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    table = (tmp_path / "report.md").read_text()
+    assert "| addition | vanilla+abc | 3 | 99.0 [98.0–100.0] (100) | 99.0 [97.0–99.5] (99.8) |" in table
+    assert "| successor | rope | 1 | 50.0 (100) | 0.0 (0) |" in table
+    assert table.index("| successor |") < table.index("| addition |")  # the paper's task order
+    for task in ("addition", "successor"):
+        assert (tmp_path / f"accuracy_{task}.png").stat().st_size > 10_000
+
+
+def test_report_refuses_an_empty_directory(tmp_path):
+    result = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 2 and "no evaluated runs" in result.output
