@@ -80,3 +80,18 @@ def test_a_wandb_failure_warns_once_and_training_goes_on(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert result.output.count("wandb tracking failed") == 1
     assert (out / "checkpoint.pt").exists() and (out / "eval.json").exists()
+
+
+def test_calibration_logs_attention_and_bias_heatmaps(offline, tmp_path):
+    out = tmp_path / "run"
+    assert invoke("train", "--preset", "tiny", "--pad-width", 7, "--steps", 10, "--eval-every", 10, "--valid-size", 10,
+                  "--no-wandb", "--out", out).exit_code == 0
+    result = invoke("calibrate", out, "--samples", 20, "--min-accuracy", 0)
+    assert result.exit_code == 0, result.output
+    (run,) = read_offline_runs(offline)
+    assert run.config["method"] == "vanilla" and run.config["kappa_cross"] == 4.5
+    for name in ("attention_cross", "attention_self", "bias_cross", "bias_self"):
+        (png,) = run.media(f"calibration/{name}")
+        assert image_size(png)[0] > 200
+        assert (out / f"abc_{name}.png").exists()  # the same heatmaps beside the bias file
+    assert run.summary["calibration/seconds"] > 0
