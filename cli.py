@@ -192,7 +192,9 @@ def fit(trainer, out: str, resume: bool, tracker) -> dict:
         if resume and os.path.exists(os.path.join(out, CHECKPOINT)):
             state = load_checkpoint(out)
             if state["config"] != cfg.to_dict():
-                raise UserError(f"--resume: {out!r} was trained with a different configuration")
+                theirs, ours = state["config"], cfg.to_dict()
+                changed = ", ".join(f"{k}: {theirs.get(k)!r} there, {ours[k]!r} here" for k in ours if theirs.get(k) != ours[k])
+                raise UserError(f"--resume: {out!r} was trained with a different configuration ({changed})")
             trainer.restore(state)
     tracker = tracker or Tracker()
     console.print(f"[bold]train[/] {cfg.task} · {cfg.label} · preset {cfg.preset} · "

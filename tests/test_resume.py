@@ -57,7 +57,11 @@ def test_resume_refuses_another_configuration(tmp_path):
     short = ["train", "--preset", "tiny", "--pad-width", "7", "--steps", "4", "--eval-every", "2", "--valid-size", "8"]
     assert runner.invoke(app, short + ["--out", str(tmp_path / "r")]).exit_code == 0
     result = runner.invoke(app, short + ["--lr", "0.5", "--out", str(tmp_path / "r"), "--resume"])
-    assert result.exit_code == 2 and "different configuration" in result.output
+    assert result.exit_code == 2 and "different configuration (lr: 0.001 there, 0.5 here)" in result.output
+    # a checkpoint of another task
+    result = runner.invoke(app, short + ["--task", "addition", "--out", str(tmp_path / "r"), "--resume"])
+    assert result.exit_code == 2 and "task: 'successor' there, 'addition' here" in result.output
+    assert len(result.output.strip().splitlines()) == 1
 
 
 def test_a_diverging_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
