@@ -85,6 +85,10 @@ def one_line_error(result, *needles):
         (["train", "--bogus", "3"], ["No such option: --bogus"]),
         (["train", "--resume=maybe"], ["--resume"]),
         (["trian"], ["No such command 'trian'"]),
+        (["train", "--method", "abc", "--bias", "x.pt"], ["--method abc calibrates its own bias"]),
+        (["train", "--pad-width", "7", "--eval-lengths", "9"], ["length 9 does not fit", "pad width 7"]),
+        (["reproduce", "--tasks", "foo"], ["unknown task 'foo'"]),
+        (["reproduce", "--seeds", "x"], ["--seeds takes comma-separated whole numbers"]),
     ],
 )
 def test_bad_training_input_is_one_line(args, needles, tmp_path):
@@ -154,3 +158,4 @@ def test_calibrate_refuses_a_model_that_has_not_interpolated(tmp_path):
                   "--valid-size", 20, "--out", out).exit_code == 0
     one_line_error(invoke("calibrate", out), "has not interpolated")
     one_line_error(invoke("calibrate", out, "--directions", "1,x"), "comma-separated integers")
+    one_line_error(invoke("calibrate", out, "--min-accuracy", 0, "--samples", 0), "--samples must be at least 1")
