@@ -127,7 +127,8 @@ def train(
     """Train a model; checkpoints (with their full config) go to the run directory.
 
     ``--method abc`` runs the whole ABC recipe: train Vanilla to interpolation in
-    RUN_DIR/interpolation, calibrate it, and retrain a fresh model with the bias in RUN_DIR."""
+    RUN_DIR/interpolation, calibrate it, and retrain a fresh model with the bias and no
+    positional encoding in RUN_DIR (``--method vanilla --bias FILE`` keeps the sinusoidal one)."""
     with user_errors():
         from abcmini.evaluate import pad_width_for
         from abcmini.train import CHECKPOINT, RunConfig, Trainer, resolve_method
@@ -137,7 +138,7 @@ def train(
         abc = method.lower() == "abc"
         if abc and bias:
             raise UserError("--method abc calibrates its own bias; drop --bias (or use --method vanilla --bias FILE)")
-        scheme, window, period = resolve_method("vanilla" if abc else method, window, period)
+        scheme, window, period = resolve_method("nope" if abc else method, window, period)  # ABC retrains without PE
         label = RunConfig(task=task, scheme=scheme, period=period, window=window, bias_file="abc" if abc else bias).label
         out = out or os.path.join("runs", f"{task}-{label.replace('+', '_').replace('=', '')}-s{seed}")
         bias = os.path.join(out, "abc_bias.pt") if abc else bias
@@ -166,7 +167,7 @@ def train(
         from abcmini.calibrate import calibrate_run
 
         source = os.path.join(out, "interpolation")
-        source_cfg = RunConfig(**{**cfg.to_dict(), "bias_file": None, "stop_at": cfg.stop_at or 0.995,
+        source_cfg = RunConfig(**{**cfg.to_dict(), "scheme": "vanilla", "bias_file": None, "stop_at": cfg.stop_at or 0.995,
                                   "model_overrides": {k: v for k, v in cfg.model_overrides.items() if k != "embed_scale"}})
         fit(Trainer(source_cfg, device), source, resume, None)
         if not (resume and os.path.exists(bias)):
@@ -420,7 +421,7 @@ def reproduce_command(
 
     results = run_all(jobs, recipe, workers, on_done)
     cells = summarize([r for r in collect(out)])
-    main_rows = [(t, m) for t in MAIN_TASKS for m in ("vanilla", "alibi", "rope", "vanilla+abc")]
+    main_rows = [(t, m) for t in MAIN_TASKS for m in ("vanilla", "alibi", "rope", "nope+abc")]
     abs_rows = [(t, m) for t in ABS_TASKS for m in ("vanilla", "vanilla+w=1", "vanilla+w=1+T=3", "nope+w=1")]
     text = (f"## Main table (paper: results-table)\n\n{markdown(cells, [n for n in (6, 10, 20, 60) if n in recipe.lengths], main_rows)}\n"
             f"## ABS table (paper: tab.abs)\n\n{markdown(cells, recipe.lengths, abs_rows)}")

@@ -46,6 +46,7 @@ class Recipe:
     steps: int = 4000  # cap for runs expected to interpolate
     steps_alibi: int = 1500  # ALiBi does not interpolate (paper §3); capped short
     scaffold_embed_scale: float = 0.0  # windows / ABC retraining: sqrt(d_model)-scaled tokens
+    abc_scheme: str = "nope"  # ABC retrains without positional encoding: the bias is its only position signal
     calibration_samples: int = 1000
 
 
@@ -84,7 +85,7 @@ def plan(tasks, methods, seeds, root: str) -> list[Job]:
 
 
 def run_config(job: Job, recipe: Recipe, bias_file: str | None = None) -> RunConfig:
-    scheme, window, period = resolve_method("vanilla" if job.method == "abc" else job.method, None, 0)
+    scheme, window, period = resolve_method(recipe.abc_scheme if job.method == "abc" else job.method, None, 0)
     scaffolded = window is not None or bias_file is not None
     overrides = {"enc_layers": recipe.enc_layers}
     if scaffolded:

@@ -46,14 +46,14 @@ def write_eval(directory, task, method, seed, accuracy):
 
 
 def test_report_gives_median_and_range_over_seeds_beside_the_paper(tmp_path):
-    write_eval(tmp_path / "a", "addition", "vanilla+abc", 0, {6: 1.0, 60: 0.97})
-    write_eval(tmp_path / "b", "addition", "vanilla+abc", 1, {6: 0.98, 60: 0.99})
-    write_eval(tmp_path / "c", "addition", "vanilla+abc", 2, {6: 0.99, 60: 0.995})
+    write_eval(tmp_path / "a", "addition", "nope+abc", 0, {6: 1.0, 60: 0.97})
+    write_eval(tmp_path / "b", "addition", "nope+abc", 1, {6: 0.98, 60: 0.99})
+    write_eval(tmp_path / "c", "addition", "nope+abc", 2, {6: 0.99, 60: 0.995})
     write_eval(tmp_path / "d" / "deeper", "successor", "rope", 0, {6: 0.5, 60: 0.0})
     result = CliRunner().invoke(app, ["report", str(tmp_path)])
     assert result.exit_code == 0, result.output
     table = (tmp_path / "report.md").read_text()
-    assert "| addition | vanilla+abc | 3 | 99.0 [98.0–100.0] (100) | 99.0 [97.0–99.5] (99.8) |" in table
+    assert "| addition | nope+abc | 3 | 99.0 [98.0–100.0] (100) | 99.0 [97.0–99.5] (99.8) |" in table
     assert "| successor | rope | 1 | 50.0 (100) | 0.0 (0) |" in table
     assert table.index("| successor |") < table.index("| addition |")  # the paper's task order
     for task in ("addition", "successor"):
