@@ -306,6 +306,7 @@ def calibrate_command(
         import torch
 
         from abcmini.calibrate import Calibrated, calibrate_run
+        from abcmini.figures import calibration_figures
 
         try:
             deltas = tuple(int(part) for part in directions.split(","))
@@ -323,7 +324,7 @@ def calibrate_command(
         console.print(f"{kind:>5}-attention: open lines per head {open_lines}; transparent heads "
                       f"{table.transparent.nonzero().flatten().tolist() or 'none'}", highlight=False)
     console.print(f"calibrated on {samples} training inputs in {seconds:.1f}s → {path}", soft_wrap=True)
-    pngs = write_calibration_figures(os.path.dirname(os.path.abspath(path)), cfg, self_avg, cross_avg, calibrated, example)
+    pngs = calibration_figures(os.path.dirname(os.path.abspath(path)), cfg.task, self_avg, cross_avg, calibrated, example)
     console.print(f"heatmaps: {', '.join(os.path.basename(p) for p in pngs.values())}", soft_wrap=True, highlight=False)
     tracker = Tracker.start(wandb, run_dir, "calibrate", {**cfg.tracking_config(), "kappa_cross": kappa_cross, "kappa_self": kappa_self,
                                                           "directions": list(deltas), "samples": samples}, wandb_project)
@@ -334,27 +335,6 @@ def calibrate_command(
             tracker.run.log({f"calibration/{name}": wb.Image(png) for name, png in pngs.items()})
     tracker.summary({"calibration/seconds": seconds})
     tracker.finish()
-
-
-def write_calibration_figures(directory, cfg, self_avg, cross_avg, calibrated, example) -> dict[str, str]:
-    """PNG heatmaps per head: the averaged attention ``Ā`` and the calibrated bias, cross and self."""
-    from abcmini.figures import ROWS, close, heatmap_grid, save
-    from abcmini.tasks import detokenize
-
-    tokens = detokenize(example.src[0])
-    n_q = example.tgt_out.shape[1]
-    self_bias, cross_bias = calibrated(n_q, len(tokens))
-    figures = {
-        "attention_cross": heatmap_grid(cross_avg, f"{cfg.task}: averaged cross-attention Ā (trusted rows)", ROWS, "input position (e.g. " + tokens + ")", None, "probability"),
-        "attention_self": heatmap_grid(self_avg, f"{cfg.task}: averaged self-attention Ā (trusted rows)", ROWS, "output position read", None, "probability"),
-        "bias_cross": heatmap_grid(cross_bias, f"{cfg.task}: ABC cross-attention bias", ROWS, "input position", None, "bias"),
-        "bias_self": heatmap_grid(self_bias, f"{cfg.task}: ABC self-attention bias", ROWS, "output position read", None, "bias"),
-    }
-    paths = {}
-    for name, fig in figures.items():
-        paths[name] = save(fig, os.path.join(directory, f"abc_{name}.png"))
-        close(fig)
-    return paths
 
 
 @app.command("report")

@@ -104,3 +104,25 @@ def bias_figures(bias, n_q: int, src_tokens: str, title: str) -> dict[str, plt.F
         "bias/cross": heatmap_grid(cross_bias, f"{title}: cross-attention bias", ROWS, "input token", src_tokens, "bias"),
         "bias/self": heatmap_grid(self_bias, f"{title}: self-attention bias", ROWS, "output position read", None, "bias"),
     }
+
+
+def calibration_figures(directory: str, task: str, self_avg, cross_avg, calibrated, example) -> dict[str, str]:
+    """PNG heatmaps per head, written to ``directory/abc_<name>.png``: the averaged attention
+    ``Ā`` (trusted rows) and the calibrated bias at the calibration geometry, cross and self."""
+    import os
+
+    from abcmini.tasks import detokenize
+
+    tokens = detokenize(example.src[0])
+    self_bias, cross_bias = calibrated(example.tgt_out.shape[1], len(tokens))
+    figures = {
+        "attention_cross": heatmap_grid(cross_avg, f"{task}: averaged cross-attention Ā (trusted rows)", ROWS, f"input position (e.g. {tokens})", None, "probability"),
+        "attention_self": heatmap_grid(self_avg, f"{task}: averaged self-attention Ā (trusted rows)", ROWS, "output position read", None, "probability"),
+        "bias_cross": heatmap_grid(cross_bias, f"{task}: ABC cross-attention bias", ROWS, "input position", None, "bias"),
+        "bias_self": heatmap_grid(self_bias, f"{task}: ABC self-attention bias", ROWS, "output position read", None, "bias"),
+    }
+    paths = {}
+    for name, fig in figures.items():
+        paths[name] = save(fig, os.path.join(directory, f"abc_{name}.png"))
+        close(fig)
+    return paths

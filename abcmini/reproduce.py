@@ -116,8 +116,9 @@ def run_job(job: Job, recipe: Recipe) -> dict:
     """Train, (calibrate,) evaluate one cell; writes and returns its ``eval.json`` content."""
     import torch
 
-    from abcmini.calibrate import calibrate_run
+    from abcmini.calibrate import Calibrated, calibrate_run
     from abcmini.evaluate import extrapolation_accuracy
+    from abcmini.figures import calibration_figures
 
     torch.set_num_threads(1)
     path = os.path.join(job.run_dir, EVAL_FILE)
@@ -134,8 +135,10 @@ def run_job(job: Job, recipe: Recipe) -> dict:
         os.makedirs(job.run_dir, exist_ok=True)
         if not os.path.exists(bias_file):
             began = time.perf_counter()
-            calibrate_run(source.run_dir, bias_file, recipe.calibration_samples)
+            result = calibrate_run(source.run_dir, bias_file, recipe.calibration_samples)
             extra["calibration_seconds"] = round(time.perf_counter() - began, 2)
+            calibration_figures(job.run_dir, job.task, result["attention"]["self"], result["attention"]["cross"],
+                                Calibrated.from_state(result["bias"]), result["example"])
         extra["interpolation_steps"] = source_trainer.history[-1]["step"]
         extra["interpolation_seconds"] = source_trainer.history[-1]["seconds"]
     cfg = run_config(job, recipe, bias_file)
