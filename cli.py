@@ -162,25 +162,24 @@ def train(
         trainer = None if abc else Trainer(cfg, device)  # validates everything before a run is replaced
         if overwrite and os.path.isdir(out):
             shutil.rmtree(out)
-    tracker = Tracker.start(wandb, out, "train", {**cfg.tracking_config(), **({"kappa_cross": kappa_cross, "kappa_self": kappa_self} if abc else {})}, wandb_project)
-    if abc:
-        from abcmini.calibrate import calibrate_run
+    with Tracker.start(wandb, out, "train", {**cfg.tracking_config(), **({"kappa_cross": kappa_cross, "kappa_self": kappa_self} if abc else {})}, wandb_project) as tracker:
+        if abc:
+            from abcmini.calibrate import calibrate_run
 
-        source = os.path.join(out, "interpolation")
-        source_cfg = RunConfig(**{**cfg.to_dict(), "scheme": "vanilla", "bias_file": None, "stop_at": cfg.stop_at or 0.995,
-                                  "model_overrides": {k: v for k, v in cfg.model_overrides.items() if k != "embed_scale"}})
-        fit(Trainer(source_cfg, device), source, resume, None)
-        if not (resume and os.path.exists(bias)):
-            with user_errors():
-                calibrate_run(source, bias, kappa_cross=kappa_cross, kappa_self=kappa_self)
-            console.print(f"calibrated {source} → {bias}", soft_wrap=True, highlight=False)
-        trainer = Trainer(cfg, device)
-    last = fit(trainer, out, resume, tracker)
-    tracker.summary({"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0)})
-    log_model_figures(tracker, cfg, trainer.model, trainer.bias, trainer.valid, step=trainer.step_count)
-    if wanted:
-        run_evaluation(out, cfg, trainer.model, trainer.bias, wanted, 0, 1000, tracker, last)
-    tracker.finish()
+            source = os.path.join(out, "interpolation")
+            source_cfg = RunConfig(**{**cfg.to_dict(), "scheme": "vanilla", "bias_file": None, "stop_at": cfg.stop_at or 0.995,
+                                      "model_overrides": {k: v for k, v in cfg.model_overrides.items() if k != "embed_scale"}})
+            fit(Trainer(source_cfg, device), source, resume, None)
+            if not (resume and os.path.exists(bias)):
+                with user_errors():
+                    calibrate_run(source, bias, kappa_cross=kappa_cross, kappa_self=kappa_self)
+                console.print(f"calibrated {source} → {bias}", soft_wrap=True, highlight=False)
+            trainer = Trainer(cfg, device)
+        last = fit(trainer, out, resume, tracker)
+        tracker.summary({"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0)})
+        log_model_figures(tracker, cfg, trainer.model, trainer.bias, trainer.valid, step=trainer.step_count)
+        if wanted:
+            run_evaluation(out, cfg, trainer.model, trainer.bias, wanted, 0, 1000, tracker, last)
 
 
 def fit(trainer, out: str, resume: bool, tracker) -> dict:
@@ -242,9 +241,8 @@ def evaluate(
         cfg, model, bias = load_model(state, pick_device(device))
         for length in wanted:
             pad_width_for(length, cfg.pad_width)
-    tracker = Tracker.start(wandb, run_dir, "eval", cfg.tracking_config(), wandb_project)
-    run_evaluation(run_dir, cfg, model, bias, wanted, seed, batch_size, tracker, state["history"][-1] if state["history"] else {})
-    tracker.finish()
+    with Tracker.start(wandb, run_dir, "eval", cfg.tracking_config(), wandb_project) as tracker:
+        run_evaluation(run_dir, cfg, model, bias, wanted, seed, batch_size, tracker, state["history"][-1] if state["history"] else {})
 
 
 def run_evaluation(run_dir, cfg, model, bias, lengths, seed, batch_size, tracker, trained: dict):
@@ -326,15 +324,14 @@ def calibrate_command(
     console.print(f"calibrated on {samples} training inputs in {seconds:.1f}s → {path}", soft_wrap=True)
     pngs = calibration_figures(os.path.dirname(os.path.abspath(path)), cfg.task, self_avg, cross_avg, calibrated, example)
     console.print(f"heatmaps: {', '.join(os.path.basename(p) for p in pngs.values())}", soft_wrap=True, highlight=False)
-    tracker = Tracker.start(wandb, run_dir, "calibrate", {**cfg.tracking_config(), "kappa_cross": kappa_cross, "kappa_self": kappa_self,
-                                                          "directions": list(deltas), "samples": samples}, wandb_project)
-    with tracker.guard():
-        if tracker.run is not None:
-            import wandb as wb
+    settings = {**cfg.tracking_config(), "kappa_cross": kappa_cross, "kappa_self": kappa_self, "directions": list(deltas), "samples": samples}
+    with Tracker.start(wandb, run_dir, "calibrate", settings, wandb_project) as tracker:
+        with tracker.guard():
+            if tracker.run is not None:
+                import wandb as wb
 
-            tracker.run.log({f"calibration/{name}": wb.Image(png) for name, png in pngs.items()})
-    tracker.summary({"calibration/seconds": seconds})
-    tracker.finish()
+                tracker.run.log({f"calibration/{name}": wb.Image(png) for name, png in pngs.items()})
+        tracker.summary({"calibration/seconds": seconds})
 
 
 @app.command("report")

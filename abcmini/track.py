@@ -31,7 +31,8 @@ def has_api_key() -> bool:
 
 
 class Tracker:
-    """A wandb run, or nothing (``--no-wandb``, or after a wandb failure)."""
+    """A wandb run, or nothing (``--no-wandb``, or after a wandb failure). Use it as a context
+    manager so the run is finished however the command ends."""
 
     def __init__(self, run=None):
         self.run = run
@@ -101,6 +102,13 @@ class Tracker:
         if self.run is not None:
             with self.guard():
                 self.run.summary.update(values)
+
+    def __enter__(self) -> "Tracker":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.finish()  # also when the command stops with an error: no run is left open
+        return False
 
     def finish(self) -> None:
         """Close the run and wandb's session: one command, one self-contained wandb session."""
