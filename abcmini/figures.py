@@ -32,7 +32,8 @@ def heatmap_grid(maps: torch.Tensor, title: str, row_label: str, col_label: str,
     cmap = plt.get_cmap("viridis").with_extremes(bad=CLOSED)
     aspect = maps.shape[2] / maps.shape[1]
     fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols * min(max(aspect, 1.0), 2.0) + 1.2, 2.6 * rows + 0.8),
-                             squeeze=False, constrained_layout=True)
+                             squeeze=False)
+    fig.subplots_adjust(left=0.08, right=0.86, bottom=0.12, top=0.85, wspace=0.25, hspace=0.45)  # no layout engine: 3x faster to draw
     for h, ax in enumerate(axes.flat):
         if h >= heads:
             ax.axis("off")
@@ -47,7 +48,7 @@ def heatmap_grid(maps: torch.Tensor, title: str, row_label: str, col_label: str,
         if col_tokens is not None and len(col_tokens) <= 40:
             ax.set_xticks(range(len(col_tokens)), list(col_tokens), fontsize=6)
         ax.tick_params(labelsize=6)
-    fig.colorbar(image, ax=axes, shrink=0.8, label=colorbar_label or None)
+    fig.colorbar(image, cax=fig.add_axes([0.89, 0.15, 0.015, 0.65]), label=colorbar_label or None)
     fig.suptitle(f"{title}  (grey: −inf, closed)" if not torch.isfinite(maps).all() else title, fontsize=10)
     return fig
 
