@@ -260,7 +260,7 @@ def run_evaluation(run_dir, cfg, model, bias, lengths, seed, batch_size, tracker
     table.add_column("length", justify="right")
     table.add_column("exact match", justify="right")
     for length, acc in results.items():
-        table.add_row(str(length), f"{100 * acc:.1f}%")
+        table.add_row(str(length), f"{100 * acc:.2f}%")
     console.print(table)
     tracker.extrapolation(results, title)
     report = {"task": cfg.task, "method": cfg.label, "scheme": cfg.scheme, "window": cfg.window, "period": cfg.period, "pad_width": cfg.pad_width, "seed": cfg.seed,
