@@ -1,10 +1,9 @@
-"""abcmini command line: ``abcmini train``, ``abcmini eval`` (also ``python cli.py …``).
+"""abcmini command line: train, eval, calibrate, report, reproduce, sweep (also ``python cli.py …``).
 
 Every option also accepts the underscore spelling (``--batch_size=64``), which is what a wandb
 sweep agent passes.
 """
 
-import json
 import os
 import shutil
 import sys
@@ -49,7 +48,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-EVAL_FILE = "eval.json"
 LOG_EVERY = 10  # training loss and learning rate go to wandb every this many steps
 PAPER_LENGTHS = "6,10,15,20,60"
 
@@ -247,7 +245,7 @@ def evaluate(
 
 def run_evaluation(run_dir, cfg, model, bias, lengths, seed, batch_size, tracker, trained: dict):
     """Accuracy at each length: printed, written to ``RUN_DIR/eval.json`` and tracked."""
-    from abcmini.evaluate import extrapolation_accuracy
+    from abcmini.evaluate import extrapolation_accuracy, write_eval_report
 
     results = {}
     for length in lengths:
@@ -263,11 +261,7 @@ def run_evaluation(run_dir, cfg, model, bias, lengths, seed, batch_size, tracker
         table.add_row(str(length), f"{100 * acc:.2f}%")
     console.print(table)
     tracker.extrapolation(results, title)
-    report = {"task": cfg.task, "method": cfg.label, "scheme": cfg.scheme, "window": cfg.window, "period": cfg.period, "pad_width": cfg.pad_width, "seed": cfg.seed,
-              "test_seed": seed, "train_steps": trained.get("step"), "train_seconds": trained.get("seconds"),
-              "valid_acc": trained.get("valid_acc"), "accuracy": {str(k): v for k, v in results.items()}}
-    with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
-        json.dump(report, f, indent=2)
+    write_eval_report(run_dir, cfg, results, seed, trained)
 
 
 def log_model_figures(tracker, cfg, model, bias, example, step=None):

@@ -48,3 +48,21 @@ def extrapolation_accuracy(model, task: str, length: int, fixed_pad_width: int |
     a, b = extrapolation_operands(task, length, seed)
     example = format_task(task, a, b, pad_width_for(length, fixed_pad_width), aligned)
     return exact_match(model, example, bias, batch_size).float().mean().item()
+
+
+EVAL_FILE = "eval.json"
+
+
+def write_eval_report(run_dir: str, cfg, accuracy: dict, test_seed: int, trained: dict, **extra) -> dict:
+    """``RUN_DIR/eval.json``: accuracy per length with the run's identity and training cost
+    (what ``abcmini report`` reads). ``trained`` is the run's last history entry."""
+    import json
+    import os
+
+    report = {"task": cfg.task, "method": cfg.label, "scheme": cfg.scheme, "window": cfg.window, "period": cfg.period,
+              "pad_width": cfg.pad_width, "seed": cfg.seed, "test_seed": test_seed, "train_steps": trained.get("step"),
+              "train_seconds": trained.get("seconds"), "valid_acc": trained.get("valid_acc"), **extra,
+              "accuracy": {str(n): acc for n, acc in accuracy.items()}}
+    with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
+        json.dump(report, f, indent=2)
+    return report

@@ -21,7 +21,6 @@ MAIN_TASKS = ("successor", "addition", "nx1")
 ABS_TASKS = ("successor", "addition", "nx1", "parity")
 MAIN_METHODS = ("vanilla", "alibi", "rope", "abc")
 ABS_METHODS = ("vanilla", "+w=1", "+T=3", "NoPE+w=1")
-EVAL_FILE = "eval.json"
 
 
 @dataclass(frozen=True)
@@ -117,7 +116,7 @@ def run_job(job: Job, recipe: Recipe) -> dict:
     import torch
 
     from abcmini.calibrate import Calibrated, calibrate_run
-    from abcmini.evaluate import extrapolation_accuracy
+    from abcmini.evaluate import EVAL_FILE, extrapolation_accuracy, write_eval_report
     from abcmini.figures import calibration_figures
 
     torch.set_num_threads(1)
@@ -143,16 +142,10 @@ def run_job(job: Job, recipe: Recipe) -> dict:
         extra["interpolation_seconds"] = source_trainer.history[-1]["seconds"]
     cfg = run_config(job, recipe, bias_file)
     trainer = train(cfg, job.run_dir)
-    accuracy = {str(n): extrapolation_accuracy(trainer.model, cfg.task, n, cfg.pad_width, 0, trainer.bias, cfg.aligned)
+    accuracy = {n: extrapolation_accuracy(trainer.model, cfg.task, n, cfg.pad_width, 0, trainer.bias, cfg.aligned)
                 for n in recipe.lengths}
-    last = trainer.history[-1]
-    report = {"task": cfg.task, "method": cfg.label, "scheme": cfg.scheme, "window": cfg.window, "period": cfg.period,
-              "pad_width": cfg.pad_width, "seed": cfg.seed, "test_seed": 0, "train_steps": last["step"],
-              "train_seconds": last["seconds"], "valid_acc": last["valid_acc"], **extra,
-              "job_seconds": round(time.perf_counter() - start, 2), "recipe": asdict(recipe), "accuracy": accuracy}
-    with open(path, "w") as f:
-        json.dump(report, f, indent=2)
-    return report
+    return write_eval_report(job.run_dir, cfg, accuracy, 0, trainer.history[-1], **extra,
+                             job_seconds=round(time.perf_counter() - start, 2), recipe=asdict(recipe))
 
 
 def run_all(jobs: list[Job], recipe: Recipe, workers: int, on_done=None) -> list[dict]:
