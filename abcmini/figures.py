@@ -117,7 +117,7 @@ def calibration_figures(directory: str, task: str, self_avg, cross_avg, calibrat
     tokens = detokenize(example.src[0])
     self_bias, cross_bias = calibrated(example.tgt_out.shape[1], len(tokens))
     figures = {
-        "attention_cross": heatmap_grid(cross_avg, f"{task}: averaged cross-attention Ā (trusted rows)", ROWS, f"input position (e.g. {tokens})", None, "probability"),
+        "attention_cross": heatmap_grid(cross_avg, f"{task}: averaged cross-attention Ā (trusted rows)", ROWS, "input position", None, "probability"),
         "attention_self": heatmap_grid(self_avg, f"{task}: averaged self-attention Ā (trusted rows)", ROWS, "output position read", None, "probability"),
         "bias_cross": heatmap_grid(cross_bias, f"{task}: ABC cross-attention bias", ROWS, "input position", None, "bias"),
         "bias_self": heatmap_grid(self_bias, f"{task}: ABC self-attention bias", ROWS, "output position read", None, "bias"),
