@@ -44,7 +44,7 @@ class Recipe:
     stop_at_plain: float = 0.995  # unscaffolded runs: interpolation, enough for ABC (which needs 99%)
     steps: int = 4000  # cap for runs expected to interpolate
     steps_alibi: int = 1500  # ALiBi does not interpolate (paper §3); capped short
-    scaffold_embed_scale: float = 0.0  # windows / ABC retraining: sqrt(d_model)-scaled tokens
+    scaffold_embed_scale: float = 0.0  # `+w=1` (uncycled sinusoidal + window): sqrt(d_model)-scaled tokens
     abc_scheme: str = "nope"  # ABC retrains without positional encoding: the bias is its only position signal
     calibration_samples: int = 1000
 
@@ -87,7 +87,7 @@ def run_config(job: Job, recipe: Recipe, bias_file: str | None = None) -> RunCon
     scheme, window, period = resolve_method(recipe.abc_scheme if job.method == "abc" else job.method, None, 0)
     scaffolded = window is not None or bias_file is not None
     overrides = {"enc_layers": recipe.enc_layers}
-    if scaffolded:
+    if scaffolded and scheme == "vanilla" and period == 0:  # uncycled sinusoidal positions beside a scaffold
         overrides["embed_scale"] = recipe.scaffold_embed_scale
     return RunConfig(
         task=job.task, scheme=scheme, period=period, window=window, bias_file=bias_file, preset=recipe.preset,
