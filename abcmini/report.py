@@ -43,8 +43,8 @@ def cell(values: list[float] | None) -> str:
         return "–"
     middle = 100 * statistics.median(values)
     if len(values) == 1:
-        return f"{middle:.1f}"
-    return f"{middle:.1f} [{100 * min(values):.1f}–{100 * max(values):.1f}]"
+        return f"{middle:.2f}"
+    return f"{middle:.2f} [{100 * min(values):.2f}–{100 * max(values):.2f}]"
 
 
 def markdown(cells: dict, lengths=None, rows=None) -> str:

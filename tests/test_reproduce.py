@@ -53,8 +53,8 @@ def test_report_gives_median_and_range_over_seeds_beside_the_paper(tmp_path):
     result = CliRunner().invoke(app, ["report", str(tmp_path)])
     assert result.exit_code == 0, result.output
     table = (tmp_path / "report.md").read_text()
-    assert "| addition | nope+abc | 3 | 99.0 [98.0–100.0] (100) | 99.0 [97.0–99.5] (99.8) |" in table
-    assert "| successor | rope | 1 | 50.0 (100) | 0.0 (0) |" in table
+    assert "| addition | nope+abc | 3 | 99.00 [98.00–100.00] (100) | 99.00 [97.00–99.50] (99.8) |" in table
+    assert "| successor | rope | 1 | 50.00 (100) | 0.00 (0) |" in table
     assert table.index("| successor |") < table.index("| addition |")  # the paper's task order
     for task in ("addition", "successor"):
         assert (tmp_path / f"accuracy_{task}.png").stat().st_size > 10_000
