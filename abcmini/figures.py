@@ -56,9 +56,10 @@ def heatmap_grid(maps: torch.Tensor, title: str, row_label: str, col_label: str,
 def accuracy_curves(curves: dict[str, dict[int, float]], title: str) -> plt.Figure:
     """Exact match (%) against operand length, one line per method (the paper's Figure 1)."""
     fig, ax = plt.subplots(figsize=(6, 3.8), constrained_layout=True)
-    for method, points in sorted(curves.items()):
-        lengths = sorted(points)
-        ax.plot(lengths, [100 * points[n] for n in lengths], marker="o", label=method)
+    styles = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-"), ("x", "--")]
+    for (method, points), (marker, line) in zip(sorted(curves.items()), styles * len(curves)):
+        lengths = sorted(points)  # distinct markers and dashes: overlapping curves stay visible
+        ax.plot(lengths, [100 * points[n] for n in lengths], marker=marker, linestyle=line, label=method, alpha=0.85)
     ax.set_xlabel("operand length (digits)")
     ax.set_ylabel("exact match (%)")
     ax.set_ylim(-3, 103)
