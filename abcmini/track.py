@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from urllib.parse import urlparse
 
 DEFAULT_PROJECT = "abcmini"
-GROUP_BY = ("task", "method", "scheme", "window", "period", "preset", "seed", "geometry", "pad_width")
 
 
 def has_api_key() -> bool:
