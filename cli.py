@@ -183,17 +183,12 @@ def train(
 def fit(trainer, out: str, resume: bool, tracker) -> dict:
     """Train ``trainer`` into ``out`` (continuing its checkpoint with ``resume``) with a progress
     bar, plain log lines when not on a terminal, and tracking. Returns the last history entry."""
-    from abcmini.train import CHECKPOINT, learning_rate, load_checkpoint
+    from abcmini.train import learning_rate
 
     cfg = trainer.cfg
-    with user_errors():
-        if resume and os.path.exists(os.path.join(out, CHECKPOINT)):
-            state = load_checkpoint(out)
-            if state["config"] != cfg.to_dict():
-                theirs, ours = state["config"], cfg.to_dict()
-                changed = ", ".join(f"{k}: {theirs.get(k)!r} there, {ours[k]!r} here" for k in ours if theirs.get(k) != ours[k])
-                raise UserError(f"--resume: {out!r} was trained with a different configuration ({changed})")
-            trainer.restore(state)
+    if resume:
+        with user_errors():
+            trainer.resume(out)
     tracker = tracker or Tracker()
     console.print(f"[bold]train[/] {cfg.task} · {cfg.label} · preset {cfg.preset} · "
                   f"{'pad width ' + str(cfg.pad_width) if cfg.pad_width else 'growing geometry'} · seed {cfg.seed} → {out}", soft_wrap=True)
@@ -320,11 +315,7 @@ def calibrate_command(
     console.print(f"heatmaps: {', '.join(os.path.basename(p) for p in pngs.values())}", soft_wrap=True, highlight=False)
     settings = {**cfg.tracking_config(), "kappa_cross": kappa_cross, "kappa_self": kappa_self, "directions": list(deltas), "samples": samples}
     with Tracker.start(wandb, run_dir, "calibrate", settings, wandb_project) as tracker:
-        with tracker.guard():
-            if tracker.run is not None:
-                import wandb as wb
-
-                tracker.run.log({f"calibration/{name}": wb.Image(png) for name, png in pngs.items()})
+        tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
         tracker.summary({"calibration/seconds": seconds})
 
 

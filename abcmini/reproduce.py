@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
 
-from abcmini.train import CHECKPOINT, RunConfig, Trainer, load_checkpoint, resolve_method
+from abcmini.train import RunConfig, Trainer, resolve_method
 
 MAIN_TASKS = ("successor", "addition", "nx1")
 ABS_TASKS = ("successor", "addition", "nx1", "parity")
@@ -100,11 +100,7 @@ def run_config(job: Job, recipe: Recipe, bias_file: str | None = None) -> RunCon
 def train(cfg: RunConfig, run_dir: str) -> Trainer:
     """Train (or finish training) one run; a run that already stopped returns at once."""
     trainer = Trainer(cfg)
-    if os.path.exists(os.path.join(run_dir, CHECKPOINT)):
-        state = load_checkpoint(run_dir)
-        if state["config"] != cfg.to_dict():
-            raise ValueError(f"{run_dir!r} holds a run with another configuration; move it away to retrain")
-        trainer.restore(state)
+    trainer.resume(run_dir)
     done = trainer.history and cfg.stop_at is not None and trainer.history[-1]["valid_acc"] >= cfg.stop_at
     if not done:
         trainer.run(run_dir)

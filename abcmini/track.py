@@ -78,7 +78,7 @@ class Tracker:
                 self.run.log(metrics, step=step)
 
     def images(self, figures: dict, step: int | None = None) -> None:
-        """Log matplotlib figures as images (the caller closes them)."""
+        """Log images: matplotlib figures (the caller closes them) or PNG paths."""
         if self.run is not None:
             with self.guard():
                 import wandb

@@ -227,6 +227,17 @@ class Trainer:
         self.generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
 
+    def resume(self, run_dir: str) -> None:
+        """Continue from ``run_dir``'s checkpoint, if it has one; refuse one of another config."""
+        if not os.path.exists(os.path.join(run_dir, CHECKPOINT)):
+            return
+        state = load_checkpoint(run_dir)
+        theirs, ours = state["config"], self.cfg.to_dict()
+        if theirs != ours:
+            changed = ", ".join(f"{k}: {theirs.get(k)!r} there, {ours[k]!r} here" for k in ours if theirs.get(k) != ours[k])
+            raise ValueError(f"--resume: {run_dir!r} was trained with a different configuration ({changed})")
+        self.restore(state)
+
     def run(self, run_dir: str, on_eval=None, on_step=None) -> dict:
         """Train to ``steps`` (or until validation reaches ``stop_at``), evaluating and
         checkpointing every ``eval_every`` steps. Returns the last history entry."""
