@@ -63,3 +63,49 @@ def test_report_gives_median_and_range_over_seeds_beside_the_paper(tmp_path):
 def test_report_refuses_an_empty_directory(tmp_path):
     result = CliRunner().invoke(app, ["report", str(tmp_path)])
     assert result.exit_code == 2 and "no evaluated runs" in result.output
+
+
+PARENT = """
+import multiprocessing, os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from abcmini.reproduce import exit_with_parent
+
+def report_pid(path):
+    with open(path, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(120)
+
+if __name__ == "__main__":
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_parent,
+                               initargs=(os.getpid(), 0.1))
+    pool.submit(report_pid, sys.argv[1])
+    time.sleep(120)
+"""
+
+
+def test_workers_end_when_the_reproduce_process_is_killed(tmp_path):
+    """SIGKILL the parent (no cleanup runs in it): its worker must not train on as an orphan."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script, pid_file = tmp_path / "parent.py", tmp_path / "worker.pid"
+    script.write_text(PARENT)
+    parent = subprocess.Popen([sys.executable, str(script), str(pid_file)], cwd=os.getcwd())
+    deadline = time.time() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline:
+        time.sleep(0.1)
+    worker = int(pid_file.read_text())
+    os.kill(worker, 0)  # alive while its parent is
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(worker, signal.SIGKILL)
+    raise AssertionError("the worker outlived its parent by 10 s")
