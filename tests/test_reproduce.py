@@ -5,7 +5,7 @@ import os
 
 from typer.testing import CliRunner
 
-from abcmini.reproduce import Job, Recipe, plan, run_all
+from abcmini.reproduce import Job, Recipe, plan, run_all, run_config
 from abcmini.report import collect, markdown, summarize
 from cli import app
 
@@ -19,6 +19,14 @@ def test_plan_adds_the_vanilla_source_of_abc_and_skips_parity_in_the_main_table(
     assert not any(j.task == "parity" and j.method == "abc" for j in jobs)
     assert Job("parity", "+w=1", 1, str(tmp_path)) in jobs
     assert len(jobs) == len(set(jobs))
+
+
+def test_recipe_caps_the_runs_expected_to_fail():
+    recipe = Recipe()
+    steps = {(task, method): run_config(Job(task, method, 0, "r"), recipe).steps
+             for task, method in [("parity", "vanilla"), ("parity", "NoPE+w=1"), ("successor", "vanilla"), ("addition", "alibi")]}
+    assert steps == {("parity", "vanilla"): recipe.steps_parity_plain, ("parity", "NoPE+w=1"): recipe.steps,
+                     ("successor", "vanilla"): recipe.steps, ("addition", "alibi"): recipe.steps_alibi}
 
 
 def test_reproduce_runs_resumes_and_reports(tmp_path):
