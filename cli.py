@@ -98,7 +98,7 @@ def train(
     period: int = typer.Option(0, help="Cyclic Position Indexing period T: positions become i mod T (0 = off). Applies to any method."),
     preset: str = typer.Option("cpu", help="Model size: paper (1 enc / 6 dec layers, 8 heads, d 128, FFN 512, dropout 0.3) | cpu | tiny."),
     enc_layers: int = typer.Option(None, "--enc-layers", "--enc_layers", help="Override the preset's encoder depth (0: cross-attention reads the embedded input directly, as in the authors' code)."),
-    embed_scale: float = typer.Option(None, "--embed-scale", "--embed_scale", min=0.0, help="Override the token-embedding scale (default 1; 0 = sqrt(d_model), which makes positions weak next to tokens)."),
+    pe_scale: float = typer.Option(None, "--pe-scale", "--pe_scale", min=0.0, help="Amplitude of the sinusoidal encoding next to N(0, 1) token embeddings (default 1; the recipe's +w=1 uses 1/16)."),
     geometry: str = typer.Option("fixed", help="fixed: every operand padded to --pad-width in training and test (the paper's protocol); growing: pad width follows the test length."),
     pad_width: int = typer.Option(20, "--pad-width", "--pad_width", min=1, help="Fixed geometry's pad width in digits; the longest length you can evaluate."),
     seed: int = typer.Option(0, help="Seed of the model's initialisation and of the batch order."),
@@ -144,7 +144,7 @@ def train(
             task=task, scheme=scheme, period=period, window=window, bias_file=bias, preset=preset, pad_width=pad_width if geometry == "fixed" else None,
             seed=seed, data_seed=data_seed, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
             stop_at=stop_at, eval_every=eval_every, valid_size=valid_size,
-            model_overrides={key: value for key, value in (("enc_layers", enc_layers), ("embed_scale", embed_scale)) if value is not None},
+            model_overrides={key: value for key, value in (("enc_layers", enc_layers), ("pe_scale", pe_scale)) if value is not None},
         )
         wanted = parse_lengths(eval_lengths) if eval_lengths.strip() else []
         for length in wanted:
@@ -166,7 +166,7 @@ def train(
 
             source = os.path.join(out, "interpolation")
             source_cfg = RunConfig(**{**cfg.to_dict(), "scheme": "vanilla", "bias_file": None, "stop_at": cfg.stop_at or 0.995,
-                                      "model_overrides": {k: v for k, v in cfg.model_overrides.items() if k != "embed_scale"}})
+                                      "model_overrides": {k: v for k, v in cfg.model_overrides.items() if k != "pe_scale"}})
             fit(Trainer(source_cfg, device), source, resume, None)
             if not (resume and os.path.exists(bias)):
                 with user_errors():

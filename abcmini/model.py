@@ -30,7 +30,7 @@ class ModelConfig:
     scheme: str = "vanilla"  # positional scheme, see positions.SCHEMES
     period: int = 0  # Cyclic Position Indexing period T (0: off)
     max_distance: int = 16  # clipping distance of the relative PE
-    embed_scale: float = 1.0  # token embeddings are multiplied by this; 0 means sqrt(d_model)
+    pe_scale: float = 1.0  # amplitude of the sinusoidal encoding (vanilla) next to N(0, 1) token embeddings
 
     def __post_init__(self):
         check_scheme(self.scheme)
@@ -181,11 +181,10 @@ class Transformer(nn.Module):
         self.to_logits = nn.Linear(cfg.d_model, len(VOCAB))
 
     def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """Token embedding (``N(0, 1)`` entries) times ``embed_scale``, plus the sinusoidal encoding
-        for ``vanilla``. ``embed_scale = 0`` means ``sqrt(d_model)`` (Vaswani et al. §3.4, and the
-        PyTorch seq2seq tutorial model): tokens then outweigh positions ``sqrt(d_model)`` to one."""
-        x = self.embed(tokens) * (self.cfg.embed_scale or self.cfg.d_model**0.5)
-        return x + sinusoidal(pos, self.cfg.d_model) if self.cfg.scheme == "vanilla" else x
+        """Token embedding (``N(0, 1)`` entries), plus ``pe_scale`` times the sinusoidal encoding
+        for ``vanilla`` (``pe_scale < 1`` makes positions a weak signal next to the tokens)."""
+        x = self.embed(tokens)
+        return x + self.cfg.pe_scale * sinusoidal(pos, self.cfg.d_model) if self.cfg.scheme == "vanilla" else x
 
     def positions(self, n: int, offset: int = 0, device=None) -> torch.Tensor:
         return cyclic_positions(n, self.cfg.period, offset, device)

@@ -47,7 +47,7 @@ class Recipe:
     steps_alibi: int = 1500  # ALiBi does not interpolate (paper §3); capped short
     steps_parity_plain: int = 300  # Parity's scratchpad without a window fails (paper: 29% at 6 digits) and
     # its 214-token sequences cost ~10× a Successor step (3.6 s on one core); capped short
-    scaffold_embed_scale: float = 0.0  # `+w=1` (uncycled sinusoidal + window): sqrt(d_model)-scaled tokens
+    scaffold_pe_scale: float = 1 / 16  # `+w=1` (uncycled sinusoidal + window): positions at 1/16 amplitude
     abc_scheme: str = "nope"  # ABC retrains without positional encoding: the bias is its only position signal
     calibration_samples: int = 1000
 
@@ -91,7 +91,7 @@ def run_config(job: Job, recipe: Recipe, bias_file: str | None = None) -> RunCon
     scaffolded = window is not None or bias_file is not None
     overrides = {"enc_layers": recipe.enc_layers}
     if scaffolded and scheme == "vanilla" and period == 0:  # uncycled sinusoidal positions beside a scaffold
-        overrides["embed_scale"] = recipe.scaffold_embed_scale
+        overrides["pe_scale"] = recipe.scaffold_pe_scale
     steps = recipe.steps_alibi if scheme == "alibi" else recipe.steps
     if job.task == "parity" and not scaffolded:
         steps = recipe.steps_parity_plain

@@ -94,3 +94,11 @@ def test_cyclic_positions_change_the_model():
     steps = ex.tgt_out.shape[1]
     assert not torch.equal(random_model("vanilla", 0)(ex.src, ex.tgt_in)[0], random_model("vanilla", 3)(ex.src, ex.tgt_in)[0])
     assert steps > 3
+
+
+def test_pe_scale_sets_the_amplitude_of_the_sinusoidal_encoding():
+    ex = batch()
+    logits = {scale: random_model("vanilla", pe_scale=scale)(ex.src, ex.tgt_in)[0] for scale in (0.0, 1 / 16, 1.0)}
+    nope = random_model("nope")(ex.src, ex.tgt_in)[0]  # same weights (same seed), no positions at all
+    assert torch.allclose(logits[0.0], nope, atol=1e-6)
+    assert not torch.allclose(logits[1 / 16], nope, atol=1e-3) and not torch.allclose(logits[1 / 16], logits[1.0], atol=1e-3)
