@@ -326,7 +326,7 @@ def report_command(
 ):
     """The paper-style table (task × method × length, the paper's numbers beside ours) and one
     accuracy-vs-length figure per task, from finished runs."""
-    from abcmini.report import collect, figures, markdown, summarize
+    from abcmini.report import collect, costs, figures, markdown, summarize
 
     with user_errors():
         if not os.path.isdir(runs_dir):
@@ -337,7 +337,7 @@ def report_command(
     out = out or runs_dir
     os.makedirs(out, exist_ok=True)
     cells = summarize(results)
-    text = markdown(cells)
+    text = f"{markdown(cells)}\n## Training cost\n\n{costs(results)}"
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(text)
     pngs = figures(cells, out)
@@ -357,7 +357,7 @@ def reproduce_command(
     """The paper end to end: baselines, ABS, train to interpolation → calibrate → retrain (ABC),
     evaluation at the paper's lengths, both tables and Figure 1. Resumes where it stopped."""
     from abcmini.reproduce import ABS_TASKS, MAIN_TASKS, QUICK, Recipe, plan, run_all, run_config
-    from abcmini.report import collect, figures, markdown, summarize
+    from abcmini.report import collect, costs, figures, markdown, summarize
 
     with user_errors():
         if quick:
@@ -382,11 +382,13 @@ def reproduce_command(
         sys.stdout.flush()
 
     results = run_all(jobs, recipe, workers, on_done)
-    cells = summarize([r for r in collect(out)])
+    finished = collect(out)
+    cells = summarize(finished)
     main_rows = [(t, m) for t in MAIN_TASKS for m in ("vanilla", "alibi", "rope", "nope+abc")]
     abs_rows = [(t, m) for t in ABS_TASKS for m in ("vanilla", "vanilla+w=1", "vanilla+w=1+T=3", "nope+w=1")]
     text = (f"## Main table (paper: results-table)\n\n{markdown(cells, [n for n in (6, 10, 20, 60) if n in recipe.lengths], main_rows)}\n"
-            f"## ABS table (paper: tab.abs)\n\n{markdown(cells, recipe.lengths, abs_rows)}")
+            f"## ABS table (paper: tab.abs)\n\n{markdown(cells, recipe.lengths, abs_rows)}\n"
+            f"## Training cost\n\n{costs(finished)}")
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(text)
     pngs = figures(cells, out)

@@ -69,6 +69,21 @@ def markdown(cells: dict, lengths=None, rows=None) -> str:
     return "\n".join(lines) + "\n\nExact match (%), 10,000 test numbers per length (fewer where fewer exist); the paper's number in parentheses.\n"
 
 
+def costs(results: list[dict]) -> str:
+    """What each run cost: optimizer steps, training and whole-job wall time (training,
+    calibration for ABC, evaluation), and the validation accuracy it stopped at."""
+    lines = ["| task | method | seed | steps | training | whole job | validation % |", "|---|---|---|---|---|---|---|"]
+    for r in sorted(results, key=lambda r: (*_order((r["task"], r["method"])), r.get("seed", 0))):
+        if r.get("train_steps") is None:
+            continue
+        job = f"{r['job_seconds']:.0f} s" if r.get("job_seconds") is not None else "–"
+        source = (f" (+ source {r['interpolation_steps']} steps, {r['interpolation_seconds']:.0f} s; "
+                  f"calibration {r.get('calibration_seconds', 0):.0f} s)" if r.get("interpolation_steps") is not None else "")
+        lines.append(f"| {r['task']} | {r['method']} | {r.get('seed', 0)} | {r['train_steps']}{source} | "
+                     f"{r['train_seconds']:.0f} s | {job} | {100 * r['valid_acc']:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def figures(cells: dict, out_dir: str) -> list[str]:
     """One accuracy-vs-length PNG per task with every method on it (the paper's Figure 1)."""
     from abcmini.figures import accuracy_curves, close, save

@@ -6,7 +6,7 @@ import os
 from typer.testing import CliRunner
 
 from abcmini.reproduce import Job, Recipe, plan, run_all, run_config
-from abcmini.report import collect, markdown, summarize
+from abcmini.report import collect, costs, markdown, summarize
 from cli import app
 
 TINY = Recipe(pad_width=7, lengths=(2, 5), preset="tiny", steps=20, steps_alibi=10, eval_every=10, valid_size=20,
@@ -45,6 +45,8 @@ def test_reproduce_runs_resumes_and_reports(tmp_path):
 
     table = markdown(summarize(collect(root)))
     assert "| successor | vanilla | 1 |" in table and "| successor | nope+w=1 | 1 |" in table
+    cost = costs(collect(root))
+    assert "| successor | vanilla | 0 | 20 |" in cost and "| successor | nope+w=1 | 0 | 20 |" in cost
 
 
 def write_eval(directory, task, method, seed, accuracy):
