@@ -228,11 +228,16 @@ class Trainer:
         torch.set_rng_state(state["torch_rng"])
 
     def resume(self, run_dir: str) -> None:
-        """Continue from ``run_dir``'s checkpoint, if it has one; refuse one of another config."""
+        """Continue from ``run_dir``'s checkpoint, if it has one; refuse one of another config.
+
+        Only the training budget (``steps``, ``stop_at``) may differ, so a finished run can be
+        trained on (the cosine schedule then stretches to the new ``steps``)."""
         if not os.path.exists(os.path.join(run_dir, CHECKPOINT)):
             return
         state = load_checkpoint(run_dir)
-        theirs, ours = state["config"], self.cfg.to_dict()
+        budget = ("steps", "stop_at")
+        theirs = {k: v for k, v in state["config"].items() if k not in budget}
+        ours = {k: v for k, v in self.cfg.to_dict().items() if k not in budget}
         if theirs != ours:
             changed = ", ".join(f"{k}: {theirs.get(k)!r} there, {ours[k]!r} here" for k in ours if theirs.get(k) != ours[k])
             raise ValueError(f"--resume: {run_dir!r} was trained with a different configuration ({changed})")

@@ -64,6 +64,19 @@ def test_resume_refuses_another_configuration(tmp_path):
     assert len(result.output.strip().splitlines()) == 1
 
 
+def test_resume_may_extend_the_training_budget(tmp_path):
+    """A finished run trains on with more --steps (or another --stop-at); nothing else may change."""
+    runner = CliRunner()
+    short = ["train", "--preset", "tiny", "--pad-width", "7", "--eval-every", "2", "--valid-size", "8", "--out", str(tmp_path / "r")]
+    assert runner.invoke(app, short + ["--steps", "4"]).exit_code == 0
+    first = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
+    result = runner.invoke(app, short + ["--steps", "8", "--stop-at", "1.0", "--resume"])
+    assert result.exit_code == 0, result.output
+    state = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
+    assert state["step"] == 8 and [h["step"] for h in state["history"]] == [2, 4, 6, 8]
+    assert state["history"][:2] == first["history"] and state["config"]["steps"] == 8
+
+
 def test_a_diverging_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
     result = CliRunner().invoke(app, ["train", "--preset", "tiny", "--pad-width", "7", "--lr", "1e30", "--steps", "50",
                                       "--eval-every", "1", "--valid-size", "10", "--out", str(tmp_path / "nan")])
