@@ -70,9 +70,10 @@ def markdown(cells: dict, lengths=None, rows=None) -> str:
 
 
 def costs(results: list[dict]) -> str:
-    """What each run cost: optimizer steps, training and whole-job wall time (training,
-    calibration for ABC, evaluation), and the validation accuracy it stopped at."""
-    lines = ["| task | method | seed | steps | training | whole job | validation % |", "|---|---|---|---|---|---|---|"]
+    """What each run cost: optimizer steps, training wall time (over every invocation), the wall
+    time of the invocation that finished it (its remaining training, ABC's calibration, the
+    evaluation), and the validation accuracy it stopped at."""
+    lines = ["| task | method | seed | steps | training | last invocation | validation % |", "|---|---|---|---|---|---|---|"]
     for r in sorted(results, key=lambda r: (*_order((r["task"], r["method"])), r.get("seed", 0))):
         if r.get("train_steps") is None:
             continue
