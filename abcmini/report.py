@@ -78,8 +78,10 @@ def costs(results: list[dict]) -> str:
         if r.get("train_steps") is None:
             continue
         job = f"{r['job_seconds']:.0f} s" if r.get("job_seconds") is not None else "–"
-        source = (f" (+ source {r['interpolation_steps']} steps, {r['interpolation_seconds']:.0f} s; "
-                  f"calibration {r.get('calibration_seconds', 0):.0f} s)" if r.get("interpolation_steps") is not None else "")
+        source = ""
+        if r.get("interpolation_steps") is not None:  # ABC: its Vanilla source (and calibration, if this job ran it)
+            calibration = f"; calibration {r['calibration_seconds']:.0f} s" if r.get("calibration_seconds") is not None else ""
+            source = f" (+ source {r['interpolation_steps']} steps, {r['interpolation_seconds']:.0f} s{calibration})"
         lines.append(f"| {r['task']} | {r['method']} | {r.get('seed', 0)} | {r['train_steps']}{source} | "
                      f"{r['train_seconds']:.0f} s | {job} | {100 * r['valid_acc']:.1f} |")
     return "\n".join(lines) + "\n"
