@@ -105,6 +105,7 @@ def train(
     data_seed: int = typer.Option(0, "--data-seed", "--data_seed", help="Seed of the [0, 2^20] permutation and its 7:1 train/validation split."),
     steps: int = typer.Option(3000, help="Maximum number of optimizer steps."),
     stop_at: float = typer.Option(None, "--stop-at", "--stop_at", min=0.0, max=1.0, help="Stop once validation exact match reaches this (e.g. 0.995: train to interpolation)."),
+    train_on: float = typer.Option(1.0, "--train-on", "--train_on", min=1.0, help="With --stop-at: validation first reached it at step s; stop at the first evaluation from step train_on·s on (1.5: half as long again)."),
     batch_size: int = typer.Option(128, "--batch-size", "--batch_size", min=1, help="Examples per optimizer step."),
     lr: float = typer.Option(1e-3, min=0.0, help="Peak learning rate (linear warmup, cosine decay to 10%)."),
     warmup: int = typer.Option(100, min=0, help="Warmup steps."),
@@ -143,7 +144,7 @@ def train(
         cfg = RunConfig(
             task=task, scheme=scheme, period=period, window=window, bias_file=bias, preset=preset, pad_width=pad_width if geometry == "fixed" else None,
             seed=seed, data_seed=data_seed, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
-            stop_at=stop_at, eval_every=eval_every, valid_size=valid_size,
+            stop_at=stop_at, train_on=train_on, eval_every=eval_every, valid_size=valid_size,
             model_overrides={key: value for key, value in (("enc_layers", enc_layers), ("pe_scale", pe_scale)) if value is not None},
         )
         wanted = parse_lengths(eval_lengths) if eval_lengths.strip() else []
@@ -165,7 +166,7 @@ def train(
             from abcmini.calibrate import calibrate_run
 
             source = os.path.join(out, "interpolation")
-            source_cfg = RunConfig(**{**cfg.to_dict(), "scheme": "vanilla", "bias_file": None, "stop_at": cfg.stop_at or 0.995,
+            source_cfg = RunConfig(**{**cfg.to_dict(), "scheme": "vanilla", "bias_file": None, "stop_at": cfg.stop_at or 0.995, "train_on": 1.0,
                                       "model_overrides": {k: v for k, v in cfg.model_overrides.items() if k != "pe_scale"}})
             fit(Trainer(source_cfg, device), source, resume, None)
             if not (resume and os.path.exists(bias)):
@@ -282,6 +283,7 @@ def calibrate_command(
     kappa_self: float = typer.Option(0.87, "--kappa-self", "--kappa_self", help="Dropoff factor κ for decoder self-attention."),
     directions: str = typer.Option("1,-1,0", help="Line directions Δ (one row down, Δ columns right): 1 diagonal, -1 anti-diagonal, 0 vertical; any integers."),
     min_accuracy: float = typer.Option(0.99, "--min-accuracy", "--min_accuracy", help="Refuse a run whose last validation exact match is below this."),
+    min_support: float = typer.Option(0.5, "--min-support", "--min_support", min=0.0, max=1.0, help="Extend only lines that cross at least this fraction of the trusted rows (0: every line, as in the paper's Algorithm 1)."),
     seed: int = typer.Option(0, help="Seed of the subset of training inputs."),
     out: str = typer.Option(None, help="Bias file to write (default RUN_DIR/abc_bias.pt); heatmap PNGs go beside it."),
     wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline unless an API key is configured)."),
@@ -301,7 +303,7 @@ def calibrate_command(
             raise UserError(f"--directions takes comma-separated integers, got {directions!r}") from None
         path = out or os.path.join(run_dir, "abc_bias.pt")
         start = time.perf_counter()
-        result = calibrate_run(run_dir, path, samples, kappa_cross, kappa_self, deltas, seed, min_accuracy)
+        result = calibrate_run(run_dir, path, samples, kappa_cross, kappa_self, deltas, seed, min_accuracy, min_support)
     cfg, example = result["config"], result["example"]
     self_avg, cross_avg = result["attention"]["self"], result["attention"]["cross"]
     calibrated = Calibrated.from_state(result["bias"])
@@ -313,7 +315,7 @@ def calibrate_command(
     console.print(f"calibrated on {samples} training inputs in {seconds:.1f}s → {path}", soft_wrap=True)
     pngs = calibration_figures(os.path.dirname(os.path.abspath(path)), cfg.task, self_avg, cross_avg, calibrated, example)
     console.print(f"heatmaps: {', '.join(os.path.basename(p) for p in pngs.values())}", soft_wrap=True, highlight=False)
-    settings = {**cfg.tracking_config(), "kappa_cross": kappa_cross, "kappa_self": kappa_self, "directions": list(deltas), "samples": samples}
+    settings = {**cfg.tracking_config(), "kappa_cross": kappa_cross, "kappa_self": kappa_self, "directions": list(deltas), "min_support": min_support, "samples": samples}
     with Tracker.start(wandb, run_dir, "calibrate", settings, wandb_project) as tracker:
         tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
         tracker.summary({"calibration/seconds": seconds})

@@ -1,9 +1,5 @@
 """Attention Bias Calibration (paper §4, Algorithm 1): averaged attention → line tables → bias.
 
-Work in progress: the algorithm on an averaged attention tensor (line averages, dropoff,
-merge, materialization at any size). Capturing the attention from a trained model and the
-``abcmini calibrate`` command come next.
-
 A direction ``(1, Δ)`` moves one row down and ``Δ`` columns right. Every cell ``(i, j)`` of an
 ``m × n`` matrix lies on one line of each direction; its line index is ``j − Δ·i``, counted
 from the top-left corner for Δ > 0 (diagonals) and from the top-right corner (minus ``n − 1``)
@@ -26,6 +22,11 @@ from abcmini.biases import materialize
 
 NEG_INF = float("-inf")
 DIRECTIONS = (1, -1, 0)  # diagonal, anti-diagonal, vertical
+# A line seen on only a few cells of Ā (a corner of the trusted rows) has a mean set by those
+# cells alone: an attention sink such as the `$` marker makes a 1–3-cell corner line pass the
+# dropoff, and extension turns it into a full-length line the model never used. Lines must cross
+# at least this fraction of the trusted rows to be extended (0 = the paper's rule, every line).
+MIN_SUPPORT = 0.5
 
 
 def line_ids(n_q: int, n_k: int, delta: int, right: bool = True, device=None) -> torch.Tensor:
@@ -40,10 +41,11 @@ def line_ids(n_q: int, n_k: int, delta: int, right: bool = True, device=None) ->
     return j - delta * i - (n_k - 1 if right and delta <= 0 else 0)
 
 
-def line_average(attention: torch.Tensor, delta: int, right: bool = True) -> tuple[torch.Tensor, int]:
+def line_average(attention: torch.Tensor, delta: int, right: bool = True) -> tuple[torch.Tensor, torch.Tensor, int]:
     """``d_l``: the mean of ``attention [h m n]`` along every line of direction ``Δ``.
 
-    Returns ``([h lines], first)``: column ``c`` holds line index ``first + c``.
+    Returns ``(d [h lines], cells [lines], first)``: column ``c`` holds line index ``first + c``,
+    ``cells`` how many cells of ``attention`` that line crosses.
     """
     heads, m, n = attention.shape
     ids = line_ids(m, n, delta, right, attention.device)
@@ -51,15 +53,22 @@ def line_average(attention: torch.Tensor, delta: int, right: bool = True) -> tup
     flat = rearrange(ids - first, "q k -> (q k)")
     lines = int(flat.max()) + 1
     sums = attention.new_zeros(heads, lines).index_add_(1, flat, rearrange(attention, "h q k -> h (q k)"))
-    counts = torch.bincount(flat, minlength=lines).to(attention.dtype)
-    return sums / counts, first
+    cells = torch.bincount(flat, minlength=lines)
+    return sums / cells.to(attention.dtype), cells, first
 
 
-def dropoff(d: torch.Tensor, kappa: float) -> torch.Tensor:
-    """Per head: ``d_l − d_max`` where ``d_l > μ + κσ`` (over that head's lines), −inf elsewhere."""
-    mu, sigma = d.mean(dim=-1, keepdim=True), d.std(dim=-1, correction=0, keepdim=True)
-    d_max = d.max(dim=-1, keepdim=True).values
-    return torch.where(d > mu + kappa * sigma, d - d_max, torch.full_like(d, NEG_INF))
+def dropoff(d: torch.Tensor, kappa: float, supported: torch.Tensor | None = None) -> torch.Tensor:
+    """Per head: ``d_l − d_max`` where ``d_l > μ + κσ``, −inf elsewhere.
+
+    ``supported [lines]`` (default all): the lines long enough to be extended; ``μ``, ``σ`` and
+    ``d_max`` are taken over them only, and every other line is −inf.
+    """
+    if supported is None:
+        supported = torch.ones(d.shape[-1], dtype=torch.bool, device=d.device)
+    observed = d[..., supported]
+    mu, sigma = observed.mean(dim=-1, keepdim=True), observed.std(dim=-1, correction=0, keepdim=True)
+    d_max = observed.max(dim=-1, keepdim=True).values
+    return torch.where((d > mu + kappa * sigma) & supported, d - d_max, torch.full_like(d, NEG_INF))
 
 
 @dataclass
@@ -92,17 +101,22 @@ class LineBias:
         return merged
 
 
-def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS, right: bool = True) -> LineBias:
+def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS, right: bool = True,
+              min_support: float = MIN_SUPPORT) -> LineBias:
     """ABC on an averaged attention tensor ``Ā [h m n]`` (already restricted to trusted rows).
 
     ``right=True`` for cross-attention, ``False`` for decoder self-attention (see ``line_ids``).
+    ``min_support``: only lines crossing at least this fraction of the ``m`` rows are extended
+    (see ``MIN_SUPPORT``).
     """
     tables = [line_average(attention, delta, right) for delta in deltas]
-    width = max(d.shape[-1] for d, _ in tables)
+    width = max(d.shape[-1] for d, _, _ in tables)
     values = torch.stack([
-        torch.nn.functional.pad(dropoff(d, kappa), (0, width - d.shape[-1]), value=NEG_INF) for d, _ in tables
+        torch.nn.functional.pad(dropoff(d, kappa, cells >= min_support * attention.shape[1]), (0, width - d.shape[-1]),
+                                value=NEG_INF)
+        for d, cells, _ in tables
     ])
-    return LineBias(tuple(deltas), tuple(first for _, first in tables), values, right)
+    return LineBias(tuple(deltas), tuple(first for _, _, first in tables), values, right)
 
 
 
@@ -193,7 +207,7 @@ class NotInterpolatedError(ValueError):
 
 
 def calibrate_run(run_dir: str, out: str, samples: int = 1000, kappa_cross: float = 4.5, kappa_self: float = 0.87,
-                  deltas=DIRECTIONS, seed: int = 0, min_accuracy: float = 0.99) -> dict:
+                  deltas=DIRECTIONS, seed: int = 0, min_accuracy: float = 0.99, min_support: float = MIN_SUPPORT) -> dict:
     """ABC steps 1–5 for a trained run: refuse it unless it interpolated, decode ``samples``
     seeded training inputs, average the last decoder layer's attention, calibrate cross- and
     self-attention, and save the bias file at ``out``. Returns the saved payload plus the
@@ -212,11 +226,12 @@ def calibrate_run(run_dir: str, out: str, samples: int = 1000, kappa_cross: floa
     a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).train, samples, torch.Generator().manual_seed(seed))
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
     self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, bias)
-    calibrated = Calibrated(calibrate(self_avg, kappa_self, deltas, right=False), calibrate(cross_avg, kappa_cross, deltas))
+    calibrated = Calibrated(calibrate(self_avg, kappa_self, deltas, False, min_support),
+                            calibrate(cross_avg, kappa_cross, deltas, True, min_support))
     payload = {
         "format": BIAS_FORMAT, "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads,
         "aligned": cfg.aligned, "deltas": list(deltas), "kappa_cross": kappa_cross, "kappa_self": kappa_self,
-        "samples": samples, "seed": seed, "source": os.path.abspath(run_dir), "bias": calibrated.state(),
+        "min_support": min_support, "samples": samples, "seed": seed, "source": os.path.abspath(run_dir), "bias": calibrated.state(),
         "attention": {"self": self_avg, "cross": cross_avg},
     }
     save_checkpoint(out, payload)

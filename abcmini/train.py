@@ -62,7 +62,8 @@ class RunConfig:
     batch_size: int = 128
     lr: float = 1e-3
     warmup: int = 100
-    stop_at: float | None = None  # stop once validation exact match reaches this
+    stop_at: float | None = None  # stop once validation exact match reaches this …
+    train_on: float = 1.0  # … or, reached first at step s, at the first evaluation from step train_on·s on
     eval_every: int = 250
     valid_size: int = 1000
     model_overrides: dict = field(default_factory=dict)
@@ -79,6 +80,8 @@ class RunConfig:
             raise ValueError(f"--period must be at least 0 (0 turns CPI off), got {self.period}")
         if self.steps < 1:
             raise ValueError(f"--steps must be at least 1, got {self.steps}")
+        if self.train_on < 1:
+            raise ValueError(f"--train-on must be at least 1 (a multiple of the step that reached --stop-at), got {self.train_on}")
         if self.pad_width is not None and self.pad_width < POOL_DIGITS:
             raise ValueError(f"pad width must be at least {POOL_DIGITS} (the training numbers have up to {POOL_DIGITS} digits)")
         if self.model_overrides.get("enc_layers", 0) < 0:
@@ -230,12 +233,12 @@ class Trainer:
     def resume(self, run_dir: str) -> None:
         """Continue from ``run_dir``'s checkpoint, if it has one; refuse one of another config.
 
-        Only the training budget (``steps``, ``stop_at``) may differ, so a finished run can be
-        trained on (the cosine schedule then stretches to the new ``steps``)."""
+        Only the training budget (``steps``, ``stop_at``, ``train_on``) may differ, so a finished
+        run can be trained on (the cosine schedule then stretches to the new ``steps``)."""
         if not os.path.exists(os.path.join(run_dir, CHECKPOINT)):
             return
         state = load_checkpoint(run_dir)
-        budget = ("steps", "stop_at")
+        budget = ("steps", "stop_at", "train_on")
         theirs = {k: v for k, v in state["config"].items() if k not in budget}
         ours = {k: v for k, v in self.cfg.to_dict().items() if k not in budget}
         if theirs != ours:
@@ -243,13 +246,23 @@ class Trainer:
             raise ValueError(f"--resume: {run_dir!r} was trained with a different configuration ({changed})")
         self.restore(state)
 
+    @property
+    def stopped(self) -> bool:
+        """The stopping rule: ``steps`` done, or validation reached ``stop_at`` at some step ``s``
+        and the last evaluation was at step ``train_on·s`` or later."""
+        cfg = self.cfg
+        if self.step_count >= cfg.steps:
+            return True
+        reached = [e["step"] for e in self.history if cfg.stop_at is not None and e["valid_acc"] >= cfg.stop_at]
+        return bool(reached) and self.history[-1]["step"] >= cfg.train_on * reached[0]
+
     def run(self, run_dir: str, on_eval=None, on_step=None) -> dict:
-        """Train to ``steps`` (or until validation reaches ``stop_at``), evaluating and
-        checkpointing every ``eval_every`` steps. Returns the last history entry."""
+        """Train until ``stopped``, evaluating and checkpointing every ``eval_every`` steps.
+        Returns the last history entry."""
         cfg, path = self.cfg, os.path.join(run_dir, CHECKPOINT)
         os.makedirs(run_dir, exist_ok=True)
         start, losses = time.perf_counter() - self.elapsed, []
-        while self.step_count < cfg.steps:
+        while not self.stopped:
             losses.append(self.step())
             if on_step:
                 on_step(self.step_count, losses[-1])
@@ -262,6 +275,4 @@ class Trainer:
                 save_checkpoint(path, self.state())
                 if on_eval:
                     on_eval(entry)
-                if cfg.stop_at is not None and entry["valid_acc"] >= cfg.stop_at:
-                    break
         return self.history[-1] if self.history else {}

@@ -16,14 +16,14 @@ def test_line_indices_follow_the_papers_figure():
 
 
 def test_line_averages_by_hand():
-    d, first = line_average(A, 1)  # lines: {4} {1,5} {2,6} {3}
-    assert first == -1 and d.tolist() == [[4.0, 3.0, 4.0, 3.0]]
-    d, first = line_average(A, -1)  # lines: {1} {2,4} {3,5} {6}
-    assert first == -2 and d.tolist() == [[1.0, 3.0, 4.0, 6.0]]
-    d, first = line_average(A, 0)  # columns
-    assert first == -2 and d.tolist() == [[2.5, 3.5, 4.5]]
-    d, first = line_average(A, 2)  # (1, 2): j - 2i; lines {4} {5} {1,6} {2} {3}
-    assert first == -2 and d.tolist() == [[4.0, 5.0, 3.5, 2.0, 3.0]]
+    d, cells, first = line_average(A, 1)  # lines: {4} {1,5} {2,6} {3}
+    assert first == -1 and d.tolist() == [[4.0, 3.0, 4.0, 3.0]] and cells.tolist() == [1, 2, 2, 1]
+    d, cells, first = line_average(A, -1)  # lines: {1} {2,4} {3,5} {6}
+    assert first == -2 and d.tolist() == [[1.0, 3.0, 4.0, 6.0]] and cells.tolist() == [1, 2, 2, 1]
+    d, cells, first = line_average(A, 0)  # columns
+    assert first == -2 and d.tolist() == [[2.5, 3.5, 4.5]] and cells.tolist() == [2, 2, 2]
+    d, cells, first = line_average(A, 2)  # (1, 2): j - 2i; lines {4} {5} {1,6} {2} {3}
+    assert first == -2 and d.tolist() == [[4.0, 5.0, 3.5, 2.0, 3.0]] and cells.tolist() == [1, 1, 2, 1, 1]
 
 
 def test_dropoff_keeps_lines_above_mean_plus_kappa_sigma():
@@ -32,6 +32,23 @@ def test_dropoff_keeps_lines_above_mean_plus_kappa_sigma():
     assert dropoff(d, 1.0).tolist() == [[X, X, X, X]]  # threshold 4.0: nothing strictly above
     d = torch.tensor([[1.0, 3.0, 4.0, 6.0]])  # mu 3.5
     assert dropoff(d, 0.0).tolist() == [[X, X, -2.0, 0.0]]  # d_l - d_max where kept
+
+
+def test_short_corner_lines_are_not_extended():
+    """4 × 4, one head: main diagonal 0.5, a sink in the bottom-left corner (3, 0) at 0.75,
+    0.125 elsewhere. Diagonal lines -3..3 cross 1, 2, 3, 4, 3, 2, 1 rows."""
+    attention = torch.full((1, 4, 4), 0.125)
+    attention[0].diagonal().fill_(0.5)
+    attention[0, 3, 0] = 0.75
+    # Every line (the paper's rule): d = [.75, .125 ×5, .5], μ = .268, σ = .236, κ = .5 → threshold .386:
+    # the one-cell corner line passes and becomes the maximum; the main diagonal gets .5 − .75.
+    every = calibrate(attention, kappa=0.5, deltas=(1,), min_support=0.0)
+    assert every.values[0, 0].tolist() == [0.0, X, X, -0.25, X, X, X]
+    assert every(6, 6)[0, 5, 2] == 0.0  # extended: row 5 attends three positions back
+    # Lines crossing ≥ 2 of the 4 rows: d = [.125, .125, .5, .125, .125], μ = .2, σ = .15 → threshold .275
+    supported = calibrate(attention, kappa=0.5, deltas=(1,), min_support=0.5)
+    assert supported.values[0, 0].tolist() == [X, X, X, 0.0, X, X, X]
+    assert torch.equal(supported(6, 6)[0], torch.zeros(6, 6).fill_diagonal_(1).log())
 
 
 def test_extension_to_a_larger_matrix_by_hand():

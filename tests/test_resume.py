@@ -85,3 +85,18 @@ def test_a_diverging_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_p
     state = torch.load(tmp_path / "nan" / "checkpoint.pt", weights_only=True)
     assert state["step"] == 1 and all(torch.isfinite(t).all() for t in state["model"].values())
     assert state["code_version"]
+
+
+def test_train_on_continues_past_the_step_that_reached_stop_at(tmp_path):
+    """--stop-at 0 is reached at the first evaluation (step 2); --train-on 2.5 trains on to the
+    first evaluation from step 5 on, and a resumed run that already got there trains no more."""
+    runner = CliRunner()
+    args = ["train", "--preset", "tiny", "--pad-width", "7", "--eval-every", "2", "--valid-size", "8", "--steps", "20",
+            "--stop-at", "0", "--out", str(tmp_path / "r")]
+    assert runner.invoke(app, args + ["--train-on", "2.5"]).exit_code == 0
+    state = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
+    assert [h["step"] for h in state["history"]] == [2, 4, 6]
+    assert runner.invoke(app, args + ["--train-on", "3", "--resume"]).exit_code == 0
+    assert torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)["step"] == 6
+    assert runner.invoke(app, args + ["--train-on", "1", "--out", str(tmp_path / "once")]).exit_code == 0
+    assert torch.load(tmp_path / "once" / "checkpoint.pt", weights_only=True)["step"] == 2
