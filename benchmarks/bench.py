@@ -23,7 +23,7 @@ import time
 import torch
 from torch import nn
 
-from abcmini.calibrate import DIRECTIONS, NEG_INF, calibrate
+from abcmini.calibrate import DIRECTIONS, MIN_SUPPORT, NEG_INF, calibrate
 from abcmini.evaluate import extrapolation_accuracy
 from abcmini.model import PRESETS, ModelConfig, Transformer
 from abcmini.positions import sinusoidal
@@ -110,7 +110,7 @@ def decoding(samples: int, repeats: int) -> None:
 
 def calibrate_per_cell(attention: torch.Tensor, kappa: float, n_q: int, n_k: int, right: bool = True,
                        as_lists: bool = False) -> torch.Tensor:
-    """The same algorithm written cell by cell (the baseline): line sums, dropoff, extension, merge.
+    """The same algorithm written cell by cell (the baseline): line sums, support, dropoff, extension, merge.
 
     It reads the tensor cell by cell, as the authors' implementation does; ``as_lists`` first
     copies it into Python lists, the fastest a per-cell loop gets."""
@@ -126,7 +126,7 @@ def calibrate_per_cell(attention: torch.Tensor, kappa: float, n_q: int, n_k: int
                     key = line(i, j, n)
                     sums[key] = sums.get(key, 0.0) + float(A[h][i][j])
                     counts[key] = counts.get(key, 0) + 1
-            d = {key: sums[key] / counts[key] for key in sums}
+            d = {key: sums[key] / counts[key] for key in sums if counts[key] >= MIN_SUPPORT * m}
             mu = sum(d.values()) / len(d)
             sigma = math.sqrt(sum((x - mu) ** 2 for x in d.values()) / len(d))
             d_max = max(d.values())

@@ -29,6 +29,15 @@ def test_recipe_caps_the_runs_expected_to_fail():
                      ("successor", "vanilla"): recipe.steps, ("addition", "alibi"): recipe.steps_alibi}
 
 
+def test_recipe_trains_only_window_runs_past_the_stopping_rule():
+    recipe = Recipe()
+    rule = {method: (cfg.stop_at, cfg.train_on) for method in ("vanilla", "+w=1", "NoPE+w=1", "abc")
+            for cfg in [run_config(Job("successor", method, 0, "r"), recipe, "bias.pt" if method == "abc" else None)]}
+    assert rule == {"vanilla": (recipe.stop_at_plain, 1.0), "+w=1": (recipe.stop_at, recipe.train_on),
+                    "NoPE+w=1": (recipe.stop_at, recipe.train_on), "abc": (recipe.stop_at, 1.0)}
+    assert recipe.train_on > 1
+
+
 def test_reproduce_runs_resumes_and_reports(tmp_path):
     root = str(tmp_path)
     jobs = plan(["successor"], ["vanilla", "NoPE+w=1", "abc"], [0], root)
