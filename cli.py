@@ -284,6 +284,7 @@ def calibrate_command(
     directions: str = typer.Option("1,-1,0", help="Line directions Δ (one row down, Δ columns right): 1 diagonal, -1 anti-diagonal, 0 vertical; any integers."),
     min_accuracy: float = typer.Option(0.99, "--min-accuracy", "--min_accuracy", help="Refuse a run whose last validation exact match is below this."),
     min_support: float = typer.Option(0.5, "--min-support", "--min_support", min=0.0, max=1.0, help="Extend only lines that cross at least this fraction of the trusted rows (0: every line, as in the paper's Algorithm 1)."),
+    layer: int = typer.Option(-1, help="Decoder layer whose attention is calibrated (-1: the last, as in the paper)."),
     seed: int = typer.Option(0, help="Seed of the subset of training inputs."),
     out: str = typer.Option(None, help="Bias file to write (default RUN_DIR/abc_bias.pt); heatmap PNGs go beside it."),
     wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline unless an API key is configured)."),
@@ -303,7 +304,7 @@ def calibrate_command(
             raise UserError(f"--directions takes comma-separated integers, got {directions!r}") from None
         path = out or os.path.join(run_dir, "abc_bias.pt")
         start = time.perf_counter()
-        result = calibrate_run(run_dir, path, samples, kappa_cross, kappa_self, deltas, seed, min_accuracy, min_support)
+        result = calibrate_run(run_dir, path, samples, kappa_cross, kappa_self, deltas, seed, min_accuracy, min_support, layer)
     cfg, example = result["config"], result["example"]
     self_avg, cross_avg = result["attention"]["self"], result["attention"]["cross"]
     calibrated = Calibrated.from_state(result["bias"])
@@ -315,7 +316,7 @@ def calibrate_command(
     console.print(f"calibrated on {samples} training inputs in {seconds:.1f}s → {path}", soft_wrap=True)
     pngs = calibration_figures(os.path.dirname(os.path.abspath(path)), cfg.task, self_avg, cross_avg, calibrated, example)
     console.print(f"heatmaps: {', '.join(os.path.basename(p) for p in pngs.values())}", soft_wrap=True, highlight=False)
-    settings = {**cfg.tracking_config(), "kappa_cross": kappa_cross, "kappa_self": kappa_self, "directions": list(deltas), "min_support": min_support, "samples": samples}
+    settings = {**cfg.tracking_config(), "kappa_cross": kappa_cross, "kappa_self": kappa_self, "directions": list(deltas), "min_support": min_support, "layer": layer, "samples": samples}
     with Tracker.start(wandb, run_dir, "calibrate", settings, wandb_project) as tracker:
         tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
         tracker.summary({"calibration/seconds": seconds})

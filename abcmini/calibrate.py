@@ -148,8 +148,9 @@ class Calibrated:
 
 
 @torch.no_grad()
-def average_attention(model, example, trusted_rows: int, bias=None, batch_size: int = 500):
-    """``Ā``: the last decoder layer's attention probabilities, averaged over ``example``.
+def average_attention(model, example, trusted_rows: int, bias=None, batch_size: int = 500, layer: int = -1):
+    """``Ā``: one decoder layer's attention probabilities (default the last, as in the paper),
+    averaged over ``example``.
 
     Each input is decoded greedily; teacher forcing the decoded tokens reproduces the decoding
     attention exactly (same prefixes). Only the first ``trusted_rows`` output rows are kept.
@@ -166,7 +167,7 @@ def average_attention(model, example, trusted_rows: int, bias=None, batch_size: 
         tgt_in = torch.cat([example.tgt_in[start : start + batch_size, :1].to(device), tokens[:, :-1]], dim=1)
         _, attention = model(src, tgt_in, self_bias, cross_bias, need_weights=True)
         for kind in totals:
-            totals[kind] = totals[kind] + attention[-1][kind].sum(dim=0)
+            totals[kind] = totals[kind] + attention[layer][kind].sum(dim=0)
     rows = min(trusted_rows, steps)
     return (totals["self"] / len(example.src))[:, :rows, :rows], (totals["cross"] / len(example.src))[:, :rows]
 
@@ -207,7 +208,8 @@ class NotInterpolatedError(ValueError):
 
 
 def calibrate_run(run_dir: str, out: str, samples: int = 1000, kappa_cross: float = 4.5, kappa_self: float = 0.87,
-                  deltas=DIRECTIONS, seed: int = 0, min_accuracy: float = 0.99, min_support: float = MIN_SUPPORT) -> dict:
+                  deltas=DIRECTIONS, seed: int = 0, min_accuracy: float = 0.99, min_support: float = MIN_SUPPORT,
+                  layer: int = -1) -> dict:
     """ABC steps 1–5 for a trained run: refuse it unless it interpolated, decode ``samples``
     seeded training inputs, average the last decoder layer's attention, calibrate cross- and
     self-attention, and save the bias file at ``out``. Returns the saved payload plus the
@@ -225,13 +227,15 @@ def calibrate_run(run_dir: str, out: str, samples: int = 1000, kappa_cross: floa
                                    "train it longer (--stop-at)")
     a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).train, samples, torch.Generator().manual_seed(seed))
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
-    self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, bias)
+    if not -model.cfg.dec_layers <= layer < model.cfg.dec_layers:
+        raise ValueError(f"--layer {layer}: the model has {model.cfg.dec_layers} decoder layers (0…{model.cfg.dec_layers - 1}, or -1 for the last)")
+    self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, bias, layer=layer)
     calibrated = Calibrated(calibrate(self_avg, kappa_self, deltas, False, min_support),
                             calibrate(cross_avg, kappa_cross, deltas, True, min_support))
     payload = {
         "format": BIAS_FORMAT, "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads,
         "aligned": cfg.aligned, "deltas": list(deltas), "kappa_cross": kappa_cross, "kappa_self": kappa_self,
-        "min_support": min_support, "samples": samples, "seed": seed, "source": os.path.abspath(run_dir), "bias": calibrated.state(),
+        "min_support": min_support, "layer": layer, "samples": samples, "seed": seed, "source": os.path.abspath(run_dir), "bias": calibrated.state(),
         "attention": {"self": self_avg, "cross": cross_avg},
     }
     save_checkpoint(out, payload)
