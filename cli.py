@@ -275,6 +275,13 @@ def log_model_figures(tracker, cfg, model, bias, example, step=None):
         close(fig)
 
 
+def parse_directions(text: str, option: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise UserError(f"{option} takes comma-separated integers, got {text!r}") from None
+
+
 @app.command("calibrate")
 def calibrate_command(
     run_dir: str = typer.Argument(..., help="A run that has interpolated (trained without scaffolding)."),
@@ -282,6 +289,7 @@ def calibrate_command(
     kappa_cross: float = typer.Option(4.5, "--kappa-cross", "--kappa_cross", help="Dropoff factor κ for cross-attention: keep lines with d_l > μ + κσ."),
     kappa_self: float = typer.Option(0.87, "--kappa-self", "--kappa_self", help="Dropoff factor κ for decoder self-attention."),
     directions: str = typer.Option("1,-1,0", help="Line directions Δ (one row down, Δ columns right): 1 diagonal, -1 anti-diagonal, 0 vertical; any integers."),
+    cross_directions: str = typer.Option(None, "--cross-directions", "--cross_directions", help="Directions for cross-attention only (default: --directions); the reproduce recipe uses -1,0."),
     min_accuracy: float = typer.Option(0.99, "--min-accuracy", "--min_accuracy", help="Refuse a run whose last validation exact match is below this."),
     min_support: float = typer.Option(0.5, "--min-support", "--min_support", min=0.0, max=1.0, help="Extend only lines that cross at least this fraction of the trusted rows (0: every line, as in the paper's Algorithm 1)."),
     layer: int = typer.Option(-1, help="Decoder layer whose attention is calibrated (-1: the last, as in the paper)."),
@@ -298,13 +306,11 @@ def calibrate_command(
         from abcmini.calibrate import Calibrated, calibrate_run
         from abcmini.figures import calibration_figures
 
-        try:
-            deltas = tuple(int(part) for part in directions.split(","))
-        except ValueError:
-            raise UserError(f"--directions takes comma-separated integers, got {directions!r}") from None
+        deltas, cross_deltas = parse_directions(directions, "--directions"), parse_directions(cross_directions or directions, "--cross-directions")
         path = out or os.path.join(run_dir, "abc_bias.pt")
         start = time.perf_counter()
-        result = calibrate_run(run_dir, path, samples, kappa_cross, kappa_self, deltas, seed, min_accuracy, min_support, layer)
+        result = calibrate_run(run_dir, path, samples, kappa_cross, kappa_self, deltas, seed, min_accuracy, min_support, layer,
+                               cross_deltas)
     cfg, example = result["config"], result["example"]
     self_avg, cross_avg = result["attention"]["self"], result["attention"]["cross"]
     calibrated = Calibrated.from_state(result["bias"])
@@ -316,7 +322,7 @@ def calibrate_command(
     console.print(f"calibrated on {samples} training inputs in {seconds:.1f}s → {path}", soft_wrap=True)
     pngs = calibration_figures(os.path.dirname(os.path.abspath(path)), cfg.task, self_avg, cross_avg, calibrated, example)
     console.print(f"heatmaps: {', '.join(os.path.basename(p) for p in pngs.values())}", soft_wrap=True, highlight=False)
-    settings = {**cfg.tracking_config(), "kappa_cross": kappa_cross, "kappa_self": kappa_self, "directions": list(deltas), "min_support": min_support, "layer": layer, "samples": samples}
+    settings = {**cfg.tracking_config(), "kappa_cross": kappa_cross, "kappa_self": kappa_self, "directions": list(deltas), "cross_directions": list(cross_deltas), "min_support": min_support, "layer": layer, "samples": samples}
     with Tracker.start(wandb, run_dir, "calibrate", settings, wandb_project) as tracker:
         tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
         tracker.summary({"calibration/seconds": seconds})

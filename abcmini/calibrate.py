@@ -209,10 +209,11 @@ class NotInterpolatedError(ValueError):
 
 def calibrate_run(run_dir: str, out: str, samples: int = 1000, kappa_cross: float = 4.5, kappa_self: float = 0.87,
                   deltas=DIRECTIONS, seed: int = 0, min_accuracy: float = 0.99, min_support: float = MIN_SUPPORT,
-                  layer: int = -1) -> dict:
+                  layer: int = -1, cross_deltas=None) -> dict:
     """ABC steps 1–5 for a trained run: refuse it unless it interpolated, decode ``samples``
-    seeded training inputs, average the last decoder layer's attention, calibrate cross- and
-    self-attention, and save the bias file at ``out``. Returns the saved payload plus the
+    seeded training inputs, average decoder layer ``layer``'s attention (default the last, as in
+    the paper), calibrate self-attention in the directions ``deltas`` and cross-attention in
+    ``cross_deltas`` (default the same), and save the bias file at ``out``. Returns the saved payload plus the
     ``example`` it was computed on (not saved)."""
     from abcmini.tasks import POOL_DIGITS, Pool, format_task, sample_operands
     from abcmini.train import load_checkpoint, load_model, save_checkpoint
@@ -230,11 +231,12 @@ def calibrate_run(run_dir: str, out: str, samples: int = 1000, kappa_cross: floa
     if not -model.cfg.dec_layers <= layer < model.cfg.dec_layers:
         raise ValueError(f"--layer {layer}: the model has {model.cfg.dec_layers} decoder layers (0…{model.cfg.dec_layers - 1}, or -1 for the last)")
     self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, bias, layer=layer)
+    cross_deltas = tuple(deltas if cross_deltas is None else cross_deltas)
     calibrated = Calibrated(calibrate(self_avg, kappa_self, deltas, False, min_support),
-                            calibrate(cross_avg, kappa_cross, deltas, True, min_support))
+                            calibrate(cross_avg, kappa_cross, cross_deltas, True, min_support))
     payload = {
         "format": BIAS_FORMAT, "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads,
-        "aligned": cfg.aligned, "deltas": list(deltas), "kappa_cross": kappa_cross, "kappa_self": kappa_self,
+        "aligned": cfg.aligned, "deltas": list(deltas), "cross_deltas": list(cross_deltas), "kappa_cross": kappa_cross, "kappa_self": kappa_self,
         "min_support": min_support, "layer": layer, "samples": samples, "seed": seed, "source": os.path.abspath(run_dir), "bias": calibrated.state(),
         "attention": {"self": self_avg, "cross": cross_avg},
     }
