@@ -65,6 +65,8 @@ def dropoff(d: torch.Tensor, kappa: float, supported: torch.Tensor | None = None
     """
     if supported is None:
         supported = torch.ones(d.shape[-1], dtype=torch.bool, device=d.device)
+    if not supported.any():  # e.g. a steep direction in a few rows: nothing to extend
+        return torch.full_like(d, NEG_INF)
     observed = d[..., supported]
     mu, sigma = observed.mean(dim=-1, keepdim=True), observed.std(dim=-1, correction=0, keepdim=True)
     d_max = observed.max(dim=-1, keepdim=True).values

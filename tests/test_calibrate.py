@@ -49,6 +49,8 @@ def test_short_corner_lines_are_not_extended():
     supported = calibrate(attention, kappa=0.5, deltas=(1,), min_support=0.5)
     assert supported.values[0, 0].tolist() == [X, X, X, 0.0, X, X, X]
     assert torch.equal(supported(6, 6)[0], torch.zeros(6, 6).fill_diagonal_(1).log())
+    steep = calibrate(attention, kappa=0.5, deltas=(3,), min_support=1.0)  # no (1, 3) line crosses all 4 rows
+    assert steep.transparent.all()
 
 
 def test_extension_to_a_larger_matrix_by_hand():
