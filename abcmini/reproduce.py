@@ -48,16 +48,19 @@ class Recipe:
     # (N×1 +T=3: 98.9 at 60 digits when stopped at 99.9% validation, 99.8 trained on). Not ABC:
     # trained on, an ABC model loses extrapolation (Successor: 98.7 → 94.5 at 20 digits, 1000 → 2000 steps)
     steps: int = 4000  # cap for runs expected to interpolate
+    steps_addition_plain: int = 10000  # Vanilla Addition at pad 64 sits on a loss plateau (0.21) for
+    # ~3000 steps: with a 4000-step cosine schedule its loss only began to fall as the rate decayed
     steps_alibi: int = 1500  # ALiBi does not interpolate (paper §3); capped short
     steps_parity_plain: int = 300  # Parity's scratchpad without a window fails (paper: 29% at 6 digits) and
     # its 214-token sequences cost ~10× a Successor step (3.6 s on one core); capped short
     scaffold_pe_scale: float = 1 / 16  # `+w=1` (uncycled sinusoidal + window): positions at 1/16 amplitude
     abc_scheme: str = "nope"  # ABC retrains without positional encoding: the bias is its only position signal
     calibration_samples: int = 1000
-    # ABC calibrates the first decoder layer, and cross-attention along anti-diagonals and verticals
-    # only (README, "ABC"): Successor at 60 digits, seeds 0 / 1, went 95.9 (last layer, every
-    # direction) → 98.4 / 98.0 (first layer) → 100.0 / 100.0 (first layer, no Δ = +1 cross lines)
-    calibration_layer: int = 0
+    # ABC calibrates cross-attention along anti-diagonals and verticals only, and the decoder layer
+    # that holds the task's algorithm (README, "ABC"). Successor at 60 digits, seeds 0 / 1, went 95.9
+    # (last layer, every direction) → 98.4 / 98.0 (first layer) → 100.0 / 100.0 (first layer, no
+    # Δ = +1 cross lines); N×1's first layer has no line to digit t + 1 (9% validation), its last does
+    calibration_layers: tuple = (("successor", 0), ("addition", -1), ("nx1", -1))
     cross_directions: tuple = (-1, 0)
     kappa_cross: float = 4.5  # the paper's dropoff factor for cross-attention
 
@@ -108,6 +111,8 @@ def run_config(job: Job, recipe: Recipe, bias_file: str | None = None) -> RunCon
     if scaffolded and scheme == "vanilla" and period == 0:  # uncycled sinusoidal positions beside a scaffold
         overrides["pe_scale"] = recipe.scaffold_pe_scale
     steps = recipe.steps_alibi if scheme == "alibi" else recipe.steps
+    if job.task == "addition" and job.method == "vanilla":
+        steps = recipe.steps_addition_plain
     if job.task == "parity" and not scaffolded:
         steps = recipe.steps_parity_plain
     return RunConfig(
@@ -152,7 +157,7 @@ def run_job(job: Job, recipe: Recipe) -> dict:
         if not os.path.exists(bias_file):
             began = time.perf_counter()
             result = calibrate_run(source.run_dir, bias_file, recipe.calibration_samples, recipe.kappa_cross,
-                                   layer=recipe.calibration_layer, cross_deltas=recipe.cross_directions)
+                                   layer=dict(recipe.calibration_layers)[job.task], cross_deltas=recipe.cross_directions)
             extra["calibration_seconds"] = round(time.perf_counter() - began, 2)
             calibration_figures(job.run_dir, job.task, result["attention"]["self"], result["attention"]["cross"],
                                 Calibrated.from_state(result["bias"]), result["example"])

@@ -7,10 +7,11 @@ only (carry propagation, halving), never over samples.
 
 Sequence layout (paper §3.3, DESIGN.md §2), for pad width ``P``:
 
-- ``src``: operands left-padded with ``0`` to ``P`` digits, e.g. ``0123+0748``. A unary input
-  (Successor, Parity) starts with ``$``, so, like the operator that starts an aligned binary
-  input, a token marks where the number begins: with windowed attention (ABS) and no positional
-  encoding, that boundary is the only thing telling the final-carry row from the EOS row.
+- ``src``: operands left-padded with ``0`` to ``P`` digits after a ``$``, e.g. ``$0123+0748``.
+  Every input starts with a marker (``$``, or the operator that starts an aligned binary
+  input): with windowed attention (ABS) or a calibrated bias (ABC) and no positional encoding,
+  that boundary is the only thing telling the final-carry row from the EOS row. Without it,
+  N×1 with multiplier 0 cannot end: both rows read only zeros (ABC: 0% for b = 0).
 - ``tgt``: the result zero-padded to ``P + 1`` digits and reversed (least significant first),
   so ``0123+0748`` gives ``18700``. ``P + 1`` digits always hold the result (999+999, 999*9).
 - Parity works on the binary form of the number: ``P`` decimal digits become
@@ -150,7 +151,7 @@ def format_task(task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: i
         if aligned:
             src = torch.cat([op, rearrange([a, b], "two n p -> n (p two)")], dim=1)
         else:
-            src = torch.cat([a, op, b], dim=1)
+            src = torch.cat([_with_boundary(a), op, b], dim=1)
     else:
         bits = digits_to_bits(a, parity_bits(pad_width))
         scratch = running_xor(bits)
@@ -160,7 +161,7 @@ def format_task(task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: i
 
 
 def _with_boundary(digits: torch.Tensor) -> torch.Tensor:
-    """``$ d_n … d_1``: a unary input with its start marked."""
+    """``$ d_n … d_1``: a number with its start marked."""
     return torch.cat([torch.full_like(digits[:, :1], SOS), digits], dim=1)
 
 

@@ -39,7 +39,7 @@ def test_vocabulary_has_the_papers_15_tokens():
 
 def test_papers_example_is_reversed_and_zero_padded():
     ex = format_task("addition", digits(123), digits(748), pad_width=4)
-    assert detokenize(ex.src[0]) == "0123+0748"
+    assert detokenize(ex.src[0]) == "$0123+0748"
     assert detokenize(ex.tgt_out[0]) == "17800&"  # 871 → 00871 → reversed 17800
     assert detokenize(ex.tgt_in[0]) == "$17800"
 
@@ -69,7 +69,7 @@ def test_addition_targets_random_and_edge():
     a, b = zip(*pairs)
     ex = format_task("addition", digits(*a, width=40), digits(*b, width=40), 40)
     for row, (x, y) in enumerate(pairs):
-        assert detokenize(ex.src[row]) == f"{str(x).zfill(40)}+{str(y).zfill(40)}"
+        assert detokenize(ex.src[row]) == f"${str(x).zfill(40)}+{str(y).zfill(40)}"
         assert target_text(ex, row) == str(x + y).zfill(41)
 
 
@@ -78,7 +78,7 @@ def test_nx1_targets(b):
     numbers = EDGE + [random.Random(b).randrange(10**25) for _ in range(30)]
     ex = format_task("nx1", digits(*numbers, width=25), torch.full((len(numbers),), b), 25)
     for row, n in enumerate(numbers):
-        assert detokenize(ex.src[row]) == f"{str(n).zfill(25)}*{b}"
+        assert detokenize(ex.src[row]) == f"${str(n).zfill(25)}*{b}"
         assert target_text(ex, row) == str(n * b).zfill(26)
 
 
@@ -145,7 +145,7 @@ def test_extrapolation_operands_for_binary_tasks():
     a, b = extrapolation_operands("nx1", 12, seed=5)
     assert b.shape == (10_000,) and set(b.unique().tolist()) == set(range(10))
     ex = format_task("addition", *extrapolation_operands("addition", 60, seed=0), 60)
-    assert ex.src.shape == (10_000, 121) and ex.tgt_out.shape == (10_000, 62)
+    assert ex.src.shape == (10_000, 122) and ex.tgt_out.shape == (10_000, 62)
 
 
 def test_int_to_digits():
