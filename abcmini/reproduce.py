@@ -48,7 +48,7 @@ class Recipe:
     # (N×1 +T=3: 98.9 at 60 digits when stopped at 99.9% validation, 99.8 trained on). Not ABC:
     # trained on, an ABC model loses extrapolation (Successor: 98.7 → 94.5 at 20 digits, 1000 → 2000 steps)
     steps: int = 4000  # cap for runs expected to interpolate
-    steps_addition_plain: int = 10000  # Vanilla Addition at pad 64 sits on a loss plateau (0.21) for
+    steps_addition_plain: int = 20000  # Vanilla Addition at pad 64 sits on a loss plateau (0.21) for
     # ~3000 steps: with a 4000-step cosine schedule its loss only began to fall as the rate decayed
     steps_alibi: int = 1500  # ALiBi does not interpolate (paper §3); capped short
     steps_parity_plain: int = 300  # Parity's scratchpad without a window fails (paper: 29% at 6 digits) and

@@ -5,7 +5,7 @@ import os
 
 from typer.testing import CliRunner
 
-from abcmini.reproduce import Job, Recipe, plan, run_all, run_config
+from abcmini.reproduce import MAIN_TASKS, Job, Recipe, plan, run_all, run_config
 from abcmini.report import collect, costs, markdown, summarize
 from cli import app
 
@@ -24,9 +24,20 @@ def test_plan_adds_the_vanilla_source_of_abc_and_skips_parity_in_the_main_table(
 def test_recipe_caps_the_runs_expected_to_fail():
     recipe = Recipe()
     steps = {(task, method): run_config(Job(task, method, 0, "r"), recipe).steps
-             for task, method in [("parity", "vanilla"), ("parity", "NoPE+w=1"), ("successor", "vanilla"), ("addition", "alibi")]}
+             for task, method in [("parity", "vanilla"), ("parity", "NoPE+w=1"), ("successor", "vanilla"), ("addition", "alibi"),
+                                  ("addition", "vanilla"), ("addition", "+T=3")]}
     assert steps == {("parity", "vanilla"): recipe.steps_parity_plain, ("parity", "NoPE+w=1"): recipe.steps,
-                     ("successor", "vanilla"): recipe.steps, ("addition", "alibi"): recipe.steps_alibi}
+                     ("successor", "vanilla"): recipe.steps, ("addition", "alibi"): recipe.steps_alibi,
+                     ("addition", "vanilla"): recipe.steps_addition_plain, ("addition", "+T=3"): recipe.steps}
+
+
+def test_recipe_names_a_calibration_layer_for_every_main_task():
+    recipe = Recipe()
+    layers = dict(recipe.calibration_layers)
+    assert set(layers) == set(MAIN_TASKS)
+    for task, layer in layers.items():
+        depth = run_config(Job(task, "vanilla", 0, "r"), recipe).model_config().dec_layers
+        assert -depth <= layer < depth
 
 
 def test_recipe_trains_only_window_runs_past_the_stopping_rule():

@@ -7,6 +7,7 @@ from abcmini.tasks import (
     EOS,
     POOL_SIZE,
     SOS,
+    TASKS,
     VOCAB,
     Pool,
     detokenize,
@@ -14,6 +15,7 @@ from abcmini.tasks import (
     extrapolation_operands,
     format_task,
     int_to_digits,
+    is_binary,
     parity_bits,
     sample_operands,
     extrapolation_set_size,
@@ -80,6 +82,17 @@ def test_nx1_targets(b):
     for row, n in enumerate(numbers):
         assert detokenize(ex.src[row]) == f"${str(n).zfill(25)}*{b}"
         assert target_text(ex, row) == str(n * b).zfill(26)
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+def test_every_input_starts_with_a_marker(aligned):
+    """Without positions, the first token is what tells the final-carry row from the end row."""
+    a, b = digits(5, 123), digits(0, 748)
+    for task in TASKS:
+        second = torch.tensor([0, 3]) if task == "nx1" else b if task == "addition" else None
+        src = format_task(task, a, second, 4, aligned and is_binary(task)).src
+        marker = {"addition": "+", "nx1": "*"}[task] if aligned and is_binary(task) else "$"
+        assert detokenize(src[:, 0]) == marker * 2, task
 
 
 def test_parity_running_xor_and_classification():
