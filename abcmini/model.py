@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from abcmini.positions import RelativePosition, alibi_bias, alibi_slopes, check_scheme, cyclic_positions, rotate, sinusoidal
+from abcmini.positions import IN_ATTENTION, RelativePosition, alibi_bias, alibi_slopes, check_scheme, cyclic_positions, rotate, sinusoidal
 from abcmini.tasks import SOS, VOCAB
 
 
@@ -172,7 +172,7 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        inner = cfg.scheme if cfg.scheme in ("rope", "alibi", "relative") else None
+        inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
         self.embed = nn.Embedding(len(VOCAB), cfg.d_model)
         self.encoder = nn.ModuleList(EncoderLayer(cfg, inner) for _ in range(cfg.enc_layers))
         self.enc_norm = nn.LayerNorm(cfg.d_model) if cfg.enc_layers else nn.Identity()

@@ -13,6 +13,7 @@ from einops import rearrange
 from torch import nn
 
 SCHEMES = ("vanilla", "nope", "rope", "alibi", "relative")
+IN_ATTENTION = ("rope", "alibi", "relative")  # act inside self-attention, not on the embeddings
 
 
 def check_scheme(scheme: str) -> None:

@@ -31,6 +31,15 @@ def test_recipe_caps_the_runs_expected_to_fail():
                      ("addition", "vanilla"): recipe.steps_addition_plain, ("addition", "+T=3"): recipe.steps}
 
 
+def test_recipe_gives_in_attention_schemes_an_encoder():
+    recipe = Recipe()
+    layers = {method: run_config(Job("successor", method, 0, "r"), recipe).model_overrides["enc_layers"]
+              for method in ("vanilla", "rope", "alibi", "NoPE+w=1")}
+    assert layers == {"vanilla": recipe.enc_layers, "rope": recipe.enc_layers_in_attention,
+                      "alibi": recipe.enc_layers_in_attention, "NoPE+w=1": recipe.enc_layers}
+    assert recipe.enc_layers_in_attention > 0
+
+
 def test_recipe_names_a_calibration_layer_for_every_main_task():
     recipe = Recipe()
     layers = dict(recipe.calibration_layers)
