@@ -13,7 +13,7 @@ Sequence layout (paper §3.3, DESIGN.md §2), for pad width ``P``:
   that boundary is the only thing telling the final-carry row from the EOS row. Without it,
   N×1 with multiplier 0 cannot end: both rows read only zeros (ABC: 0% for b = 0).
 - ``tgt``: the result zero-padded to ``P + 1`` digits and reversed (least significant first),
-  so ``0123+0748`` gives ``18700``. ``P + 1`` digits always hold the result (999+999, 999*9).
+  so ``$0123+0748`` gives ``18700``. ``P + 1`` digits always hold the result (999+999, 999*9).
 - Parity works on the binary form of the number: ``P`` decimal digits become
   ``bits(10^P - 1)`` binary digits; the seq2seq target is the running xor from the least
   significant bit (its last token is the parity), the classification target is one token.
