@@ -52,8 +52,7 @@ class Recipe:
     # trained on, an ABC model loses extrapolation (Successor: 98.7 → 94.5 at 20 digits, 1000 → 2000 steps)
     steps: int = 4000  # cap for runs expected to interpolate
     steps_addition_plain: int = 20000  # Vanilla Addition at pad 64 sits on a loss plateau (0.21) for
-    # ~3000 steps; capped at 4000 its loss only began to fall as the rate decayed. Not yet enough: at
-    # 12,000 steps (loss 0.035) validation stalls near 10%, the two least significant digits wrong
+    # ~2000 steps and at 0.035 (validation ~10%) from 12,000 to 13,750; it interpolated at 14,250
     steps_alibi: int = 1500  # ALiBi does not interpolate (paper §3); capped short
     steps_parity_plain: int = 300  # Parity's scratchpad without a window fails (paper: 29% at 6 digits) and
     # its 214-token sequences cost ~10× a Successor step (3.6 s on one core); capped short
