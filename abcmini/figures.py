@@ -16,10 +16,11 @@ CLOSED = "#d0d0d0"  # colour of −inf (closed) cells: visibly not part of the c
 
 
 def heatmap_grid(maps: torch.Tensor, title: str, row_label: str, col_label: str,
-                 col_tokens: str | None = None, colorbar_label: str = "") -> plt.Figure:
+                 col_tokens: str | None = None, colorbar_label: str = "", names: list[str] | None = None) -> plt.Figure:
     """One heatmap per head of ``maps [h q k]``; −inf cells are drawn grey, outside the scale.
 
-    ``col_tokens`` (one character per column, e.g. the input ``$0123``) labels the columns.
+    ``col_tokens`` (one character per column, e.g. the input ``$0123``) labels the columns;
+    ``names`` the panels (default ``head 0``, ``head 1``, …).
     """
     maps = maps.detach().float().cpu()
     heads = maps.shape[0]
@@ -40,7 +41,7 @@ def heatmap_grid(maps: torch.Tensor, title: str, row_label: str, col_label: str,
             continue
         shown = torch.where(torch.isfinite(maps[h]), maps[h], torch.nan)  # NaN = masked = grey
         image = ax.imshow(shown.tolist(), cmap=cmap, vmin=low, vmax=high, aspect="auto", interpolation="nearest")
-        ax.set_title(f"head {h}", fontsize=9)
+        ax.set_title(names[h] if names else f"head {h}", fontsize=9)
         if h % cols == 0:
             ax.set_ylabel(row_label, fontsize=8)
         if h >= (rows - 1) * cols or h + cols >= heads:
@@ -89,7 +90,7 @@ def attention_figures(model, example, bias, title: str) -> dict[str, plt.Figure]
     from abcmini.tasks import Example, detokenize
 
     one = Example(example.src[:1], example.tgt_in[:1], example.tgt_out[:1])
-    self_map, cross_map = average_attention(model, one, one.tgt_out.shape[1], bias)
+    (self_map,), (cross_map,) = average_attention(model, one, one.tgt_out.shape[1], bias)
     tokens = detokenize(one.src[0])
     return {
         "attention/cross": heatmap_grid(cross_map, f"{title}: cross-attention on {tokens}", ROWS, "input token", tokens, "probability"),
@@ -108,18 +109,23 @@ def bias_figures(bias, n_q: int, src_tokens: str, title: str) -> dict[str, plt.F
     }
 
 
-def calibration_figures(directory: str, task: str, self_avg, cross_avg, calibrated, example) -> dict[str, str]:
+def calibration_figures(directory: str, task: str, self_avg, cross_avg, calibrated, example, layers=(-1,)) -> dict[str, str]:
     """PNG heatmaps per head, written to ``directory/abc_<name>.png``: the averaged attention
-    ``Ā`` (trusted rows) and the calibrated bias at the calibration geometry, cross and self."""
+    ``Ā [layers h q k]`` (trusted rows) of the calibrated ``layers`` and the bias at the
+    calibration geometry, cross and self."""
     import os
+
+    from einops import rearrange
 
     from abcmini.tasks import detokenize
 
     tokens = detokenize(example.src[0])
     self_bias, cross_bias = calibrated(example.tgt_out.shape[1], len(tokens))
+    names = [f"layer {layer} head {h}" for layer in layers for h in range(self_avg.shape[1])] if len(layers) > 1 else None
+    self_avg, cross_avg = (rearrange(a, "l h q k -> (l h) q k") for a in (self_avg, cross_avg))
     figures = {
-        "attention_cross": heatmap_grid(cross_avg, f"{task}: averaged cross-attention Ā (trusted rows)", ROWS, "input position", None, "probability"),
-        "attention_self": heatmap_grid(self_avg, f"{task}: averaged self-attention Ā (trusted rows)", ROWS, "output position read", None, "probability"),
+        "attention_cross": heatmap_grid(cross_avg, f"{task}: averaged cross-attention Ā (trusted rows)", ROWS, "input position", None, "probability", names),
+        "attention_self": heatmap_grid(self_avg, f"{task}: averaged self-attention Ā (trusted rows)", ROWS, "output position read", None, "probability", names),
         "bias_cross": heatmap_grid(cross_bias, f"{task}: ABC cross-attention bias", ROWS, "input position", None, "bias"),
         "bias_self": heatmap_grid(self_bias, f"{task}: ABC self-attention bias", ROWS, "output position read", None, "bias"),
     }

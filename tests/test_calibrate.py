@@ -78,6 +78,40 @@ def test_a_head_with_nothing_open_is_transparent_and_no_row_is_all_closed():
     assert torch.isfinite(big).any(dim=-1).all()
 
 
+def test_lines_that_read_only_padding_are_dropped():
+    """2 × 4 cross-attention, one head, columns ``$ 0 0 7`` where columns 1 and 2 hold a padding
+    zero in every calibration input. Anti-diagonals (right-anchored) j + i − 3: line −3 {(0,0)},
+    −2 {(0,1), (1,0)}, −1 {(0,2), (1,1)}, 0 {(0,3), (1,2)}, 1 {(1,3)}."""
+    attention = torch.tensor([[[0.0, 0.1, 0.9, 0.0], [0.0, 0.9, 0.1, 0.0]]])
+    padding = torch.tensor([False, True, True, False])
+    kept = calibrate(attention, kappa=0.0, deltas=(-1,), min_support=0.0)  # d = [0, .05, .5, .05, 0], μ .12
+    assert kept.values[0, 0].tolist() == [X, X, 0.0, X, X]
+    # line −1 lies on columns 1 and 2 only: dropped; line −2 crosses the `$` (column 0), line 0 the 7
+    dropped = calibrate(attention, kappa=0.0, deltas=(-1,), min_support=0.0, padding=padding)
+    assert dropped.transparent.tolist() == [True]
+    verticals = calibrate(attention, kappa=-1.5, deltas=(0,), min_support=0.0, padding=padding)  # keeps every line
+    assert verticals.values[0, 0].tolist() == [-0.5, X, X, -0.5]  # d = [0, .5, .5, 0]
+
+
+def test_union_of_layers_opens_the_lines_of_either():
+    first = calibrate(A, kappa=0.5, deltas=(1,))  # lines -1 and 1 (see test_extension_to_a_larger_matrix_by_hand)
+    second = calibrate(A, kappa=0.0, deltas=(-1,))  # anti-diagonals 0 (-2.0) and 1 (0.0)
+    united = first.union(second)
+    assert united.deltas == (1, -1)
+    assert torch.equal(united(3, 5), torch.maximum(first(3, 5), second(3, 5)))
+    assert torch.equal(united(2, 3), calibrate(A, kappa=0.0, deltas=(1, -1))(2, 3))  # = test_directions_merge_by_max
+    with pytest.raises(ValueError, match="cross-attention bias with a self-attention"):
+        first.union(calibrate(A, kappa=0.5, deltas=(1,), right=False))
+
+
+def test_a_silent_empty_head_reads_only_the_first_column():
+    flat = torch.stack([A[0], torch.full((2, 3), 0.5)])  # head 1 empty, as above
+    bias = calibrate(flat, kappa=0.5, deltas=(1,), transparent_empty=False)
+    assert bias.transparent.tolist() == [False, True]
+    assert bias(3, 4)[1].tolist() == [[0.0, X, X, X]] * 3
+    assert torch.equal(bias(3, 4)[0], calibrate(flat, kappa=0.5, deltas=(1,))(3, 4)[0])  # other heads unchanged
+
+
 @pytest.mark.parametrize("right", [True, False])
 @pytest.mark.parametrize("delta", [1, 2, -1, -2, 0])
 def test_materialized_sizes_agree_on_their_common_cells(delta, right):

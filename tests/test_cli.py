@@ -133,10 +133,10 @@ def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
     anti_diagonal = torch.stack([cross[:, t, 6 - t] for t in range(7)], dim=1)  # [h t]
     assert (anti_diagonal == 0).all(dim=1).any(), "no head calibrated onto the anti-diagonal"
     first_layer = tmp_path / "bias0.pt"
-    assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--layer", 0, "--cross-directions=-1,0",
+    assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--layers", 0, "--cross-directions=-1,0",
                   "--out", first_layer).exit_code == 0
     other = torch.load(first_layer, weights_only=True)
-    assert other["layer"] == 0 and payload["layer"] == -1
+    assert other["layers"] == [0] and payload["layers"] == [-1]
     assert other["bias"]["cross"]["deltas"] == [-1, 0] and other["bias"]["self"]["deltas"] == [1, -1, 0]
     assert not torch.allclose(other["attention"]["cross"], payload["attention"]["cross"])  # another layer's attention
 
@@ -166,4 +166,5 @@ def test_calibrate_refuses_a_model_that_has_not_interpolated(tmp_path):
     one_line_error(invoke("calibrate", out, "--directions", "1,x"), "comma-separated integers")
     one_line_error(invoke("calibrate", out, "--cross-directions", "y"), "--cross-directions takes comma-separated integers")
     one_line_error(invoke("calibrate", out, "--min-accuracy", 0, "--samples", 0), "--samples must be at least 1")
-    one_line_error(invoke("calibrate", out, "--min-accuracy", 0, "--layer", 1), "the model has 1 decoder layers")
+    one_line_error(invoke("calibrate", out, "--min-accuracy", 0, "--layers", "0,1"), "the model has 1 decoder layers")
+    one_line_error(invoke("calibrate", out, "--min-accuracy", 0, "--layers", "last"), "--layers takes comma-separated integers")
