@@ -53,17 +53,38 @@ def test_short_corner_lines_are_not_extended():
     assert steep.transparent.all()
 
 
+def test_lines_that_leave_before_the_last_trusted_row_are_not_extended():
+    """4 × 6 cross-attention, one head. Anti-diagonals (right-anchored, j + i − 5) −5 … 3:
+    −5 = {(0,0)}, −4 = {(0,1), (1,0)}, −3 = {(0,2), (1,1), (2,0)}, −2 = {(0,3), (1,2), (2,1), (3,0)},
+    … Every row puts 0.9 on column 0 (the `$`), rows 0 and 1 also on line −3, every row on line 0
+    (the least significant digits), 0.02 elsewhere: d−5 = d−3 = d0 = .9, d−4 = .46,
+    d−2 = (3·.02 + .9) / 4 = .24, the other lines .02."""
+    attention = torch.full((1, 4, 6), 0.02)
+    attention[0, :, 0] = 0.9
+    attention[0, 0, 2] = attention[0, 1, 1] = 0.9
+    attention[0, [0, 1, 2, 3], [5, 4, 3, 2]] = 0.9
+    d, cells, first = line_average(attention, -1)
+    assert first == -5 and cells.tolist() == [1, 2, 3, 4, 4, 4, 3, 2, 1]
+    # The paper's rule: all 9 lines, μ = .387, σ = .388, κ = .5 → .581: −5, −3 and 0 pass.
+    paper = calibrate(attention, kappa=0.5, deltas=(-1,), min_support=0.0)
+    assert torch.isfinite(paper.values[0, 0]).nonzero().flatten().add(first).tolist() == [-5, -3, 0]
+    # Lines crossing ≥ 2 rows (−4 … 2): μ = .366, σ = .369 → .550: −3 and 0 pass, but −3 leaves the
+    # matrix after row 2 (at any length it is open in rows 0–2 only, marking the first rows): only 0.
+    bias = calibrate(attention, kappa=0.5, deltas=(-1,), min_support=0.5)
+    assert torch.isfinite(bias.values[0, 0]).nonzero().flatten().add(first).tolist() == [0]
+
+
 def test_extension_to_a_larger_matrix_by_hand():
-    diagonal = calibrate(A, kappa=0.5, deltas=(1,))
+    diagonal = calibrate(A, kappa=0.5, deltas=(1,), min_support=0.0)
     assert diagonal(2, 3).tolist() == [[[X, 0.0, X], [0.0, X, 0.0]]]
     assert diagonal(3, 4).tolist() == [[[X, 0.0, X, X], [0.0, X, 0.0, X], [X, 0.0, X, 0.0]]]
-    anti = calibrate(A, kappa=0.0, deltas=(-1,))
+    anti = calibrate(A, kappa=0.0, deltas=(-1,), min_support=0.0)
     assert anti(2, 3).tolist() == [[[X, X, -2.0], [X, -2.0, 0.0]]]
     assert anti(3, 5).tolist() == [[[X, X, X, X, -2.0], [X, X, X, -2.0, 0.0], [X, X, -2.0, 0.0, X]]]
 
 
 def test_directions_merge_by_max():
-    merged = calibrate(A, kappa=0.0, deltas=(1, -1))  # diagonal keeps lines -1 and 1, anti as above
+    merged = calibrate(A, kappa=0.0, deltas=(1, -1), min_support=0.0)  # diagonal keeps lines -1 and 1, anti as above
     assert merged(2, 3).tolist() == [[[X, 0.0, -2.0], [0.0, -2.0, 0.0]]]
 
 
@@ -94,14 +115,14 @@ def test_lines_that_read_only_padding_are_dropped():
 
 
 def test_union_of_layers_opens_the_lines_of_either():
-    first = calibrate(A, kappa=0.5, deltas=(1,))  # lines -1 and 1 (see test_extension_to_a_larger_matrix_by_hand)
-    second = calibrate(A, kappa=0.0, deltas=(-1,))  # anti-diagonals 0 (-2.0) and 1 (0.0)
+    first = calibrate(A, kappa=0.5, deltas=(1,), min_support=0.0)  # lines -1 and 1 (see test_extension_to_a_larger_matrix_by_hand)
+    second = calibrate(A, kappa=0.0, deltas=(-1,), min_support=0.0)  # anti-diagonals 0 (-2.0) and 1 (0.0)
     united = first.union(second)
     assert united.deltas == (1, -1)
     assert torch.equal(united(3, 5), torch.maximum(first(3, 5), second(3, 5)))
-    assert torch.equal(united(2, 3), calibrate(A, kappa=0.0, deltas=(1, -1))(2, 3))  # = test_directions_merge_by_max
+    assert torch.equal(united(2, 3), calibrate(A, kappa=0.0, deltas=(1, -1), min_support=0.0)(2, 3))  # = test_directions_merge_by_max
     with pytest.raises(ValueError, match="cross-attention bias with a self-attention"):
-        first.union(calibrate(A, kappa=0.5, deltas=(1,), right=False))
+        first.union(calibrate(A, kappa=0.5, deltas=(1,), min_support=0.0, right=False))
 
 
 def test_a_silent_empty_head_reads_only_the_first_column():
