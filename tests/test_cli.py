@@ -139,6 +139,19 @@ def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
     assert other["layers"] == [0] and payload["layers"] == [-1]
     assert other["bias"]["cross"]["deltas"] == [-1, 0] and other["bias"]["self"]["deltas"] == [1, -1, 0]
     assert not torch.allclose(other["attention"]["cross"], payload["attention"]["cross"])  # another layer's attention
+    both = tmp_path / "bias01.pt"
+    assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--layers", "0,1", "--cross-directions=-1,0",
+                  "--silent-empty-heads", "--out", both).exit_code == 0
+    united = torch.load(both, weights_only=True)
+    assert united["layers"] == [0, 1] and united["attention"]["cross"].shape[0] == 2 and not united["transparent_empty"]
+    assert torch.equal(united["attention"]["cross"][0], other["attention"]["cross"][0])
+    # every line open in layer 0's calibration is open in the united bias (heads that have lines)
+    first_cross = Calibrated.from_state(other["bias"]).cross_attention
+    lined = ~first_cross.transparent
+    united_cross = Calibrated.from_state(united["bias"]).cross_attention
+    assert (~torch.isfinite(first_cross(8, 7)[lined]) | torch.isfinite(united_cross(8, 7)[lined])).all()
+    silent = united_cross(8, 7)[united_cross.transparent]  # empty in both layers: only column 0 open
+    assert torch.isfinite(silent[..., 0]).all() and not torch.isfinite(silent[..., 1:]).any()
 
     out = tmp_path / "abc"
     result = invoke("train", "--task", "successor", "--pad-width", 7, "--steps", 60, "--eval-every", 30,
