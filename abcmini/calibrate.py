@@ -117,14 +117,14 @@ class LineBias:
 
     def __call__(self, n_q: int, n_k: int, device=None) -> torch.Tensor:
         """Materialize the ``[h q k]`` bias for an ``n_q × n_k`` attention matrix."""
-        values = self.values.to(device)
-        heads, lines = values.shape[1:]
-        merged = torch.full((heads, n_q, n_k), NEG_INF, device=device)
-        for index, (delta, first) in enumerate(zip(self.deltas, self.firsts)):
+        lines = self.values.shape[-1]
+        values = torch.nn.functional.pad(self.values.to(device), (0, 1), value=NEG_INF)  # column `lines`: unknown
+        merged = torch.full((values.shape[1], n_q, n_k), NEG_INF, device=device)
+        for table, delta, first in zip(values, self.deltas, self.firsts):
             ids = line_ids(n_q, n_k, delta, self.right, device) - first
-            known = (ids >= 0) & (ids < lines)
-            cell = values[index][:, ids.clamp(0, lines - 1)]
-            merged = torch.maximum(merged, cell.masked_fill(~known, NEG_INF))
+            ids = ids.masked_fill((ids < 0) | (ids >= lines), lines)
+            cell = rearrange(table.index_select(1, rearrange(ids, "q k -> (q k)")), "h (q k) -> h q k", q=n_q)
+            merged = torch.maximum(merged, cell)
         if self.transparent_empty:
             merged[self.transparent.to(device)] = 0.0
         empty = ~torch.isfinite(merged).any(dim=-1)  # no-NaN rule, as for ABS: open column 0

@@ -110,7 +110,8 @@ def decoding(samples: int, repeats: int) -> None:
 
 def calibrate_per_cell(attention: torch.Tensor, kappa: float, n_q: int, n_k: int, right: bool = True,
                        as_lists: bool = False) -> torch.Tensor:
-    """The same algorithm written cell by cell (the baseline): line sums, support, dropoff, extension, merge.
+    """The same algorithm written cell by cell (the baseline): line sums, support, dropoff, the
+    last-row rule, extension, merge.
 
     It reads the tensor cell by cell, as the authors' implementation does; ``as_lists`` first
     copies it into Python lists, the fastest a per-cell loop gets."""
@@ -130,10 +131,11 @@ def calibrate_per_cell(attention: torch.Tensor, kappa: float, n_q: int, n_k: int
             mu = sum(d.values()) / len(d)
             sigma = math.sqrt(sum((x - mu) ** 2 for x in d.values()) / len(d))
             d_max = max(d.values())
+            last_row = {line(m - 1, j, n) for j in range(n)}
             for i in range(n_q):
                 for j in range(n_k):
                     key = line(i, j, n_k)
-                    if key in d and d[key] > mu + kappa * sigma:
+                    if key in d and key in last_row and d[key] > mu + kappa * sigma:
                         out[h][i][j] = max(out[h][i][j], d[key] - d_max)
         if all(v == NEG_INF for row in out[h] for v in row):
             out[h] = [[0.0] * n_k for _ in range(n_q)]
