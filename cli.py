@@ -294,6 +294,7 @@ def calibrate_command(
     min_support: float = typer.Option(0.5, "--min-support", "--min_support", min=0.0, max=1.0, help="Extend only lines that cross at least this fraction of the trusted rows (0: every line, as in the paper's Algorithm 1)."),
     layers: str = typer.Option("-1", help="Decoder layers whose attention is calibrated, comma-separated (-1: the last, as in the paper); several layers' lines are united."),
     silent_empty: bool = typer.Option(False, "--silent-empty-heads/--transparent-empty-heads", "--silent_empty_heads/--transparent_empty_heads", help="A head where no line survives reads only the input's first token (silent) instead of everything (transparent, the paper's rule)."),
+    skip_start: bool = typer.Option(False, "--skip-start/--count-start", "--skip_start/--count_start", help="Average self-attention diagonals without their cell on the start token (SOS), where heads park attention; the start column keeps its vertical line."),
     keep_padding: bool = typer.Option(False, "--keep-padding/--drop-padding", "--keep_padding/--drop_padding", help="Keep cross-attention lines that read only padding zeros in the calibration inputs (the paper's rule) instead of dropping them."),
     seed: int = typer.Option(0, help="Seed of the subset of training inputs."),
     out: str = typer.Option(None, help="Bias file to write (default RUN_DIR/abc_bias.pt); heatmap PNGs go beside it."),
@@ -312,7 +313,7 @@ def calibrate_command(
         path = out or os.path.join(run_dir, "abc_bias.pt")
         start = time.perf_counter()
         result = calibrate_run(run_dir, path, samples, kappa_cross, kappa_self, deltas, seed, min_accuracy, min_support,
-                               parse_integers(layers, "--layers"), cross_deltas, not keep_padding, not silent_empty)
+                               parse_integers(layers, "--layers"), cross_deltas, not keep_padding, not silent_empty, skip_start)
     cfg, example = result["config"], result["example"]
     self_avg, cross_avg = result["attention"]["self"], result["attention"]["cross"]
     calibrated = Calibrated.from_state(result["bias"])
@@ -324,7 +325,7 @@ def calibrate_command(
     console.print(f"calibrated on {samples} training inputs in {seconds:.1f}s → {path}", soft_wrap=True)
     pngs = calibration_figures(os.path.dirname(os.path.abspath(path)), cfg.task, self_avg, cross_avg, calibrated, example, result["layers"])
     console.print(f"heatmaps: {', '.join(os.path.basename(p) for p in pngs.values())}", soft_wrap=True, highlight=False)
-    settings = {**cfg.tracking_config(), "kappa_cross": kappa_cross, "kappa_self": kappa_self, "directions": list(deltas), "cross_directions": list(cross_deltas), "min_support": min_support, "layers": result["layers"], "drop_padding": not keep_padding, "transparent_empty": not silent_empty, "samples": samples}
+    settings = {**cfg.tracking_config(), "kappa_cross": kappa_cross, "kappa_self": kappa_self, "directions": list(deltas), "cross_directions": list(cross_deltas), "min_support": min_support, "layers": result["layers"], "drop_padding": not keep_padding, "transparent_empty": not silent_empty, "skip_start": skip_start, "samples": samples}
     with Tracker.start(wandb, run_dir, "calibrate", settings, wandb_project) as tracker:
         tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
         tracker.summary({"calibration/seconds": seconds})
