@@ -74,6 +74,25 @@ def test_lines_that_leave_before_the_last_trusted_row_are_not_extended():
     assert torch.isfinite(bias.values[0, 0]).nonzero().flatten().add(first).tolist() == [0]
 
 
+def test_skip_start_leaves_the_sos_sink_out_of_the_diagonals():
+    """4 × 4 decoder self-attention, one head: rows 0–1 read themselves, rows 2–3 park all their
+    attention on SOS (column 0). Diagonals j − i, −3 … 3."""
+    attention = torch.tensor([[[1.0, 0, 0, 0], [0.2, 0.8, 0, 0], [1.0, 0, 0, 0], [1.0, 0, 0, 0]]])
+    # Every cell: d = [1, .5, .067, .45, 0, 0, 0]; lines with ≥ 2 cells (−2 … 2): μ = .203, σ = .224,
+    # κ = .87 → .398: line −2 passes on its one SOS cell (2, 0), next to the main diagonal.
+    plain = calibrate(attention, kappa=0.87, deltas=(1,), right=False)
+    assert torch.isfinite(plain.values[0, 0]).nonzero().flatten().add(-3).tolist() == [-2, 0]
+    # Without column 0: −2 = {(3, 1)}, −1 = {(2, 1), (3, 2)}, 0 = {(1, 1), (2, 2), (3, 3)}: d0 = .267;
+    # lines with ≥ 2 cells (−1 … 2): μ = .067, σ = .115 → .167: only the main diagonal.
+    d, cells, first = line_average(attention, 1, right=False, skip_start=True)
+    assert first == -3 and cells.tolist() == [0, 1, 2, 3, 3, 2, 1]
+    assert torch.allclose(d[0], torch.tensor([0, 0, 0, 0.8 / 3, 0, 0, 0]))
+    skipped = calibrate(attention, kappa=0.87, deltas=(1,), right=False, skip_start=True)
+    assert torch.isfinite(skipped.values[0, 0]).nonzero().flatten().add(-3).tolist() == [0]
+    vertical, _, _ = line_average(attention, 0, right=False, skip_start=True)  # verticals keep column 0
+    assert vertical[0, 0] == pytest.approx(0.8)
+
+
 def test_extension_to_a_larger_matrix_by_hand():
     diagonal = calibrate(A, kappa=0.5, deltas=(1,), min_support=0.0)
     assert diagonal(2, 3).tolist() == [[[X, 0.0, X], [0.0, X, 0.0]]]

@@ -141,11 +141,12 @@ def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
     assert not torch.allclose(other["attention"]["cross"], payload["attention"]["cross"])  # another layer's attention
     both = tmp_path / "bias01.pt"
     assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--layers", "0,1", "--cross-directions=-1,0",
-                  "--silent-empty-heads", "--out", both).exit_code == 0
+                  "--silent-empty-heads", "--skip-start", "--out", both).exit_code == 0
     united = torch.load(both, weights_only=True)
-    assert united["layers"] == [0, 1] and united["attention"]["cross"].shape[0] == 2 and not united["transparent_empty"]
+    assert united["layers"] == [0, 1] and united["attention"]["cross"].shape[0] == 2 and not united["transparent_empty"] and united["skip_start"]
     assert torch.equal(united["attention"]["cross"][0], other["attention"]["cross"][0])
-    # every line open in layer 0's calibration is open in the united bias (heads that have lines)
+    # every cross line open in layer 0's calibration is open in the united bias (heads that have lines;
+    # --skip-start changes self-attention only)
     first_cross = Calibrated.from_state(other["bias"]).cross_attention
     lined = ~first_cross.transparent
     united_cross = Calibrated.from_state(united["bias"]).cross_attention
