@@ -154,11 +154,12 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS, right: b
     """ABC on an averaged attention tensor ``Ā [h m n]`` (already restricted to trusted rows).
 
     ``right=True`` for cross-attention, ``False`` for decoder self-attention (see ``line_ids``).
-    ``min_support``: only lines crossing at least this fraction of the ``m`` rows are extended
-    (see ``MIN_SUPPORT``), and then only those crossing the last row. ``padding [n]``: key columns that hold a padding zero in every
-    calibration input; a line that passes the dropoff but crosses only those is dropped, since
-    extended to longer operands it would read digits the model never read (Vanilla Addition's last
-    layer keeps attention sinks on b's 36th digit and anti-diagonals through a's 13th–20th).
+    ``min_support``: only lines crossing at least this fraction of the ``m`` rows are extended,
+    and of those only the ones crossing the last row (see ``MIN_SUPPORT``).
+    ``padding [n]``: key columns that hold a padding zero in every calibration input; a line that
+    passes the dropoff but crosses only those is dropped, since extended to longer operands it
+    would read digits the model never read (Vanilla Addition's last layer keeps attention sinks on
+    b's 36th digit and anti-diagonals through a's 13th–20th).
     ``transparent_empty``: what a head with no line left becomes (see ``LineBias``).
     ``skip_start``: sloped lines are averaged without their cell in column 0 (the start token,
     SOS or `$`). Heads park attention there when they have nothing to read, and that one cell can
@@ -178,7 +179,6 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS, right: b
             kept = kept.masked_fill(padding_lines(padding, m, delta, right), NEG_INF)
         values.append(torch.nn.functional.pad(kept, (0, width - d.shape[-1]), value=NEG_INF))
     return LineBias(tuple(deltas), tuple(first for _, _, first in tables), torch.stack(values), right, transparent_empty)
-
 
 
 def line_bias_state(bias: LineBias) -> dict:
@@ -283,9 +283,9 @@ def calibrate_run(run_dir: str, out: str, samples: int = 1000, kappa_cross: floa
     ``cross_deltas`` (default the same), and save the bias file at ``out``. Several layers are
     calibrated one by one and their lines united. ``drop_padding``: drop cross-attention lines that
     read only padding zeros in the calibration inputs; ``transparent_empty``: empty heads
-    transparent (the paper) or silent; ``skip_start``: sloped lines leave out the start column
-    (all three: see ``calibrate``). Returns the saved
-    payload plus the ``example`` it was computed on (not saved)."""
+    transparent (the paper) or silent; ``skip_start``: self-attention diagonals leave out the SOS
+    column (all three: see ``calibrate``). Returns the saved payload plus the ``example`` it was
+    computed on (not saved)."""
     from abcmini.tasks import POOL_DIGITS, VOCAB, Pool, format_task, sample_operands
     from abcmini.train import load_checkpoint, load_model, save_checkpoint
 
@@ -312,7 +312,9 @@ def calibrate_run(run_dir: str, out: str, samples: int = 1000, kappa_cross: floa
     payload = {
         "format": BIAS_FORMAT, "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads,
         "aligned": cfg.aligned, "deltas": list(deltas), "cross_deltas": list(cross_deltas), "kappa_cross": kappa_cross, "kappa_self": kappa_self,
-        "min_support": min_support, "layers": list(layers), "drop_padding": drop_padding, "transparent_empty": transparent_empty, "skip_start": skip_start, "samples": samples, "seed": seed, "source": os.path.abspath(run_dir), "bias": calibrated.state(),
+        "min_support": min_support, "layers": list(layers), "drop_padding": drop_padding,
+        "transparent_empty": transparent_empty, "skip_start": skip_start, "samples": samples, "seed": seed,
+        "source": os.path.abspath(run_dir), "bias": calibrated.state(),
         "attention": {"self": self_avg, "cross": cross_avg},
     }
     save_checkpoint(out, payload)
