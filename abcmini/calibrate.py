@@ -305,8 +305,9 @@ def calibrate_run(run_dir: str, out: str, samples: int = 1000, kappa_cross: floa
     self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, bias, layers=layers)
     cross_deltas = tuple(deltas if cross_deltas is None else cross_deltas)
     padding = (example.src == VOCAB.index("0")).all(dim=0) if drop_padding else None
-    per_layer = [Calibrated(calibrate(s, kappa_self, deltas, False, min_support, None, transparent_empty, skip_start),
-                            calibrate(c, kappa_cross, cross_deltas, True, min_support, padding, transparent_empty))
+    rules = {"min_support": min_support, "transparent_empty": transparent_empty}
+    per_layer = [Calibrated(calibrate(s, kappa_self, deltas, right=False, skip_start=skip_start, **rules),
+                            calibrate(c, kappa_cross, cross_deltas, right=True, padding=padding, **rules))
                  for s, c in zip(self_avg, cross_avg)]
     calibrated = functools.reduce(Calibrated.union, per_layer)
     payload = {
