@@ -85,12 +85,13 @@ def dropoff(d: torch.Tensor, kappa: float, supported: torch.Tensor | None = None
     return torch.where((d > mu + kappa * sigma) & supported, d - d_max, torch.full_like(d, NEG_INF))
 
 
-def in_last_row(m: int, n: int, delta: int, right: bool = True, device=None) -> torch.Tensor:
-    """``[lines]`` (indexed as by ``line_average``): the lines that cross row ``m − 1``."""
-    ids = line_ids(m, n, delta, right, device)
-    crossing = torch.zeros(int(ids.max() - ids.min()) + 1, dtype=torch.bool, device=device)
-    crossing[ids[-1] - ids.min()] = True
-    return crossing
+def lines_touching(mask: torch.Tensor, delta: int, right: bool = True) -> torch.Tensor:
+    """``[lines]`` (indexed as by ``line_average``): the lines of direction ``Δ`` that cross a
+    true cell of ``mask [m n]`` (the last row, say, or the columns that are not padding)."""
+    ids = line_ids(*mask.shape, delta, right, mask.device)
+    touching = torch.zeros(int(ids.max() - ids.min()) + 1, dtype=torch.bool, device=mask.device)
+    touching[ids[mask] - ids.min()] = True
+    return touching
 
 
 @dataclass
@@ -139,15 +140,6 @@ class LineBias:
         return merged
 
 
-def padding_lines(padding: torch.Tensor, m: int, delta: int, right: bool = True) -> torch.Tensor:
-    """``[lines]``: the lines of direction ``Δ`` (indexed as by ``line_average``) whose cells in
-    ``m`` rows all lie on ``padding [n]`` key columns."""
-    ids = line_ids(m, len(padding), delta, right, padding.device)
-    flat = rearrange(ids - ids.min(), "q k -> (q k)")
-    real = rearrange((~padding).expand(m, -1), "q k -> (q k)")
-    return torch.bincount(flat, weights=real.float(), minlength=int(flat.max()) + 1) == 0
-
-
 def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS, right: bool = True,
               min_support: float = MIN_SUPPORT, padding: torch.Tensor | None = None,
               transparent_empty: bool = True, skip_start: bool = False) -> LineBias:
@@ -171,12 +163,14 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS, right: b
     width = max(d.shape[-1] for d, _, _ in tables)
     values = []
     _, m, n = attention.shape
+    last_row = torch.zeros(m, n, dtype=torch.bool, device=attention.device)
+    last_row[-1] = True
     for delta, (d, cells, _) in zip(deltas, tables):
         kept = dropoff(d, kappa, cells >= min_support * m)
         if min_support > 0:
-            kept = kept.masked_fill(~in_last_row(m, n, delta, right, attention.device), NEG_INF)
+            kept = kept.masked_fill(~lines_touching(last_row, delta, right), NEG_INF)
         if padding is not None:
-            kept = kept.masked_fill(padding_lines(padding, m, delta, right), NEG_INF)
+            kept = kept.masked_fill(~lines_touching((~padding).expand(m, -1), delta, right), NEG_INF)
         values.append(torch.nn.functional.pad(kept, (0, width - d.shape[-1]), value=NEG_INF))
     return LineBias(tuple(deltas), tuple(first for _, _, first in tables), torch.stack(values), right, transparent_empty)
 
