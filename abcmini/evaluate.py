@@ -24,21 +24,22 @@ def pad_width_for(length: int, fixed_pad_width: int | None) -> int:
 
 
 @torch.no_grad()
-def exact_match(model: Transformer, example: Example, bias=None, batch_size: int = 1000, use_cache: bool = True) -> torch.Tensor:
+def exact_match(model: Transformer, example: Example, bias=None, batch_size: int = 1000) -> torch.Tensor:
     """``[n]`` booleans: whether greedy decoding reproduces each whole target (EOS included).
 
-    ``bias`` (optional) maps ``(n_q, n_src, device)`` to ``(self_bias, cross_bias)``.
+    One teacher-forced pass per batch, no sequential decoding: by induction on the steps, greedy
+    decoding emits the target exactly when the model, fed the target's first ``t`` tokens,
+    predicts token ``t + 1`` at every ``t``. ``bias`` (optional) maps ``(n_q, n_src, device)``
+    to ``(self_bias, cross_bias)``.
     """
     model.eval()
     device = next(model.parameters()).device
-    steps, n_src = example.tgt_out.shape[1], example.src.shape[1]
-    self_bias, cross_bias = materialize(bias, steps, n_src, device)
+    self_bias, cross_bias = materialize(bias, example.tgt_out.shape[1], example.src.shape[1], device)
     hits = []
     for start in range(0, len(example.src), batch_size):
-        src = example.src[start : start + batch_size].to(device)
-        tgt = example.tgt_out[start : start + batch_size].to(device)
-        tokens = model.greedy(src, steps, self_bias, cross_bias, use_cache=use_cache)
-        hits.append((tokens == tgt).all(dim=1).cpu())
+        batch = slice(start, start + batch_size)
+        logits, _ = model(example.src[batch].to(device), example.tgt_in[batch].to(device), self_bias, cross_bias)
+        hits.append((logits.argmax(-1) == example.tgt_out[batch].to(device)).all(dim=1).cpu())
     return torch.cat(hits)
 
 
