@@ -368,8 +368,8 @@ def reproduce_command(
 ):
     """The paper end to end: baselines, ABS, train to interpolation → calibrate → retrain (ABC),
     evaluation at the paper's lengths, both tables and Figure 1. Resumes where it stopped."""
-    from abcmini.reproduce import ABS_TASKS, MAIN_TASKS, QUICK, Recipe, plan, run_all, run_config
-    from abcmini.report import collect, costs, figures, markdown, summarize
+    from abcmini.reproduce import ABS_TASKS, MAIN_TASKS, QUICK, Recipe, plan, read_invocations, run_all, run_config
+    from abcmini.report import collect, costs, figures, markdown, summarize, wall_time
 
     with user_errors():
         if quick:
@@ -400,7 +400,8 @@ def reproduce_command(
     abs_rows = [(t, m) for t in ABS_TASKS for m in ("vanilla", "vanilla+w=1", "vanilla+w=1+T=3", "nope+w=1")]
     text = (f"## Main table (paper: results-table)\n\n{markdown(cells, [n for n in (6, 10, 20, 60) if n in recipe.lengths], main_rows)}\n"
             f"## ABS table (paper: tab.abs)\n\n{markdown(cells, recipe.lengths, abs_rows)}\n"
-            f"## Training cost\n\n{costs(finished)}")
+            f"## Training cost\n\n{costs(finished)}\n"
+            f"## Wall time\n\n{wall_time(read_invocations(out))}")
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(text)
     pngs = figures(cells, out)

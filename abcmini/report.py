@@ -87,6 +87,18 @@ def costs(results: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def wall_time(invocations: list[dict]) -> str:
+    """The ``reproduce`` invocations of one root (``reproduce.Invocation``) and their total wall
+    time: a reproduction interrupted and resumed took the sum of its invocations."""
+    lines = ["| started (UTC) | tasks | methods | seeds | jobs | to do | done | wall time | finished |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for e in invocations:
+        lines.append(f"| {e['started']} | {','.join(e['tasks'])} | {','.join(e['methods'])} | {','.join(map(str, e['seeds']))} | "
+                     f"{e['jobs']} | {e['to_do']} | {e['done']} | {e['seconds'] / 3600:.2f} h | {'yes' if e['finished'] else 'no'} |")
+    total = sum(e["seconds"] for e in invocations)
+    return "\n".join(lines) + f"\n\n{len(invocations)} invocations, {total / 3600:.2f} h of wall time in all.\n"
+
+
 def figures(cells: dict, out_dir: str) -> list[str]:
     """One accuracy-vs-length PNG per task with every method on it (the paper's Figure 1)."""
     from abcmini.figures import accuracy_curves, close, save

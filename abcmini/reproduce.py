@@ -199,9 +199,59 @@ def exit_with_parent(parent: int, every: float = 1.0) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+INVOCATIONS = "invocations.json"
+
+
+@dataclass
+class Invocation:
+    """One ``run_all`` over a reproduction root, kept in ``ROOT/invocations.json`` and saved
+    after every finished job, so an interrupted invocation still counts what it did. The wall
+    time of a reproduction resumed over several invocations is the sum of theirs."""
+
+    root: str
+    started: str  # UTC, ISO 8601
+    tasks: list
+    methods: list
+    seeds: list
+    jobs: int
+    to_do: int  # jobs without an eval.json when it started
+    done: int = 0  # of those, finished by this invocation
+    seconds: float = 0.0
+    finished: bool = False
+
+    @classmethod
+    def begin(cls, jobs: list[Job]) -> "Invocation":
+        unique = lambda values: list(dict.fromkeys(values))  # noqa: E731
+        return cls(root=jobs[0].root, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                   tasks=unique(j.task for j in jobs), methods=unique(j.method for j in jobs),
+                   seeds=sorted({j.seed for j in jobs}), jobs=len(jobs),
+                   to_do=sum(not os.path.exists(os.path.join(j.run_dir, "eval.json")) for j in jobs))
+
+    def save(self) -> None:
+        entries = [e for e in read_invocations(self.root) if e["started"] != self.started]
+        entry = {k: v for k, v in asdict(self).items() if k != "root"}
+        os.makedirs(self.root, exist_ok=True)
+        path = os.path.join(self.root, INVOCATIONS)
+        with open(path + ".tmp", "w") as f:
+            json.dump(entries + [entry], f, indent=1)
+        os.replace(path + ".tmp", path)
+
+
+def read_invocations(root: str) -> list[dict]:
+    path = os.path.join(root, INVOCATIONS)
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return json.load(f)
+
+
 def run_all(jobs: list[Job], recipe: Recipe, workers: int, on_done=None) -> list[dict]:
-    """Plain runs first (ABC needs their Vanilla runs), then ABC; ``workers`` processes."""
+    """Plain runs first (ABC needs their Vanilla runs), then ABC; ``workers`` processes. The
+    invocation's wall time goes to ``ROOT/invocations.json`` (``Invocation``)."""
     results = []
+    start, invocation = time.perf_counter(), Invocation.begin(jobs)
+    to_do = {j for j in jobs if not os.path.exists(os.path.join(j.run_dir, "eval.json"))}
+    invocation.save()
     context = multiprocessing.get_context("spawn")
     for phase in ([j for j in jobs if j.method != "abc"], [j for j in jobs if j.method == "abc"]):
         if not phase:
@@ -216,6 +266,11 @@ def run_all(jobs: list[Job], recipe: Recipe, workers: int, on_done=None) -> list
                 except Exception as error:  # noqa: BLE001 — one failed cell must not stop the others
                     result = {"task": job.task, "method": job.method, "seed": job.seed, "error": str(error)}
                 results.append(result)
+                invocation.done += job in to_do and "error" not in result
+                invocation.seconds = round(time.perf_counter() - start, 1)
+                invocation.save()
                 if on_done:
                     on_done(job, result)
+    invocation.seconds, invocation.finished = round(time.perf_counter() - start, 1), True
+    invocation.save()
     return results

@@ -5,8 +5,8 @@ import os
 
 from typer.testing import CliRunner
 
-from abcmini.reproduce import MAIN_TASKS, Job, Recipe, plan, run_all, run_config
-from abcmini.report import collect, costs, markdown, summarize
+from abcmini.reproduce import MAIN_TASKS, Job, Recipe, plan, read_invocations, run_all, run_config
+from abcmini.report import collect, costs, markdown, summarize, wall_time
 from cli import app
 
 TINY = Recipe(pad_width=7, lengths=(2, 5), preset="tiny", steps=20, steps_alibi=10, eval_every=10, valid_size=20,
@@ -71,6 +71,14 @@ def test_reproduce_runs_resumes_and_reports(tmp_path):
     again = run_all(jobs, TINY, workers=1)  # finished cells are skipped, not retrained
     assert {job: os.path.getmtime(os.path.join(job.run_dir, "eval.json")) for job in stamps} == stamps
     assert [r["accuracy"] for r in again if "accuracy" in r] == [r["accuracy"] for r in first if "accuracy" in r]
+
+    first_call, second_call = read_invocations(root)  # each invocation's wall time, for resumed reproductions
+    assert (first_call["jobs"], first_call["to_do"], first_call["done"], first_call["finished"]) == (3, 3, 2, True)
+    assert (second_call["to_do"], second_call["done"]) == (1, 0)  # only ABC was left, and it failed again
+    assert first_call["seeds"] == [0] and first_call["methods"] == ["vanilla", "NoPE+w=1", "abc"]
+    assert first_call["seconds"] > second_call["seconds"] > 0
+    total = (first_call["seconds"] + second_call["seconds"]) / 3600
+    assert wall_time(read_invocations(root)).endswith(f"2 invocations, {total:.2f} h of wall time in all.\n")
 
     table = markdown(summarize(collect(root)))
     assert "| successor | vanilla | 1 |" in table and "| successor | nope+w=1 | 1 |" in table
