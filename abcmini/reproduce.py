@@ -3,8 +3,8 @@
 Every (task, method, seed) is one job with its own run directory. A job trains (resuming from
 its checkpoint if one exists), evaluates at the paper's lengths and writes ``eval.json``; a job
 whose ``eval.json`` exists is done and skipped, so an interrupted reproduction continues where
-it stopped. ABC jobs start after the plain runs, calibrate the Vanilla run of their task and
-seed, and retrain with the calibrated bias. Jobs run in parallel worker processes, one thread
+it stopped. An ABC job starts once the Vanilla run of its task and seed is done, calibrates it
+and retrains with the calibrated bias; those Vanilla runs and ABC go first (``next_job``). Jobs run in parallel worker processes, one thread
 each (on two cores two small models train faster side by side than one with two threads).
 """
 
@@ -13,7 +13,7 @@ import multiprocessing
 import os
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, replace
 
 from abcmini.positions import IN_ATTENTION
@@ -245,22 +245,35 @@ def read_invocations(root: str) -> list[dict]:
         return json.load(f)
 
 
+def next_job(waiting: list[Job], busy: set[Job]) -> Job | None:
+    """The job to start next, so the main table comes first and ABC never waits on unrelated runs:
+    an ABC job whose Vanilla source is done (not in ``busy``, the jobs waiting or running), else a
+    Vanilla source an ABC job waits for, else the first waiting job; None while every waiting job
+    is an ABC job whose source is still running."""
+    sources = {job.source() for job in waiting if job.method == "abc"}
+    ready = [job for job in waiting if job.method != "abc" or job.source() not in busy]
+    ranked = sorted(ready, key=lambda job: (job.method != "abc", job not in sources))  # stable: plan order within a rank
+    return ranked[0] if ranked else None
+
+
 def run_all(jobs: list[Job], recipe: Recipe, workers: int, on_done=None) -> list[dict]:
-    """Plain runs first (ABC needs their Vanilla runs), then ABC; ``workers`` processes. The
-    invocation's wall time goes to ``ROOT/invocations.json`` (``Invocation``)."""
+    """Every job on ``workers`` processes, in ``next_job``'s order (ABC after its Vanilla run).
+    The invocation's wall time goes to ``ROOT/invocations.json`` (``Invocation``)."""
     results = []
     start, invocation = time.perf_counter(), Invocation.begin(jobs)
     to_do = {j for j in jobs if not os.path.exists(os.path.join(j.run_dir, "eval.json"))}
     invocation.save()
+    waiting, running = list(jobs), {}
     context = multiprocessing.get_context("spawn")
-    for phase in ([j for j in jobs if j.method != "abc"], [j for j in jobs if j.method == "abc"]):
-        if not phase:
-            continue
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=exit_with_parent,
-                                 initargs=(os.getpid(),)) as pool:
-            futures = {pool.submit(run_job, job, recipe): job for job in phase}
-            for future in as_completed(futures):
-                job = futures[future]
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=exit_with_parent,
+                             initargs=(os.getpid(),)) as pool:
+        while waiting or running:
+            while len(running) < workers and (job := next_job(waiting, {*waiting, *running.values()})):
+                waiting.remove(job)
+                running[pool.submit(run_job, job, recipe)] = job
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                job = running.pop(future)
                 try:
                     result = future.result()
                 except Exception as error:  # noqa: BLE001 — one failed cell must not stop the others

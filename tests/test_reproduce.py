@@ -5,7 +5,7 @@ import os
 
 from typer.testing import CliRunner
 
-from abcmini.reproduce import MAIN_TASKS, Job, Recipe, plan, read_invocations, run_all, run_config
+from abcmini.reproduce import MAIN_TASKS, Job, Recipe, next_job, plan, read_invocations, run_all, run_config
 from abcmini.report import collect, costs, markdown, summarize, wall_time
 from cli import app
 
@@ -56,6 +56,19 @@ def test_recipe_trains_only_window_runs_past_the_stopping_rule():
     assert rule == {"vanilla": (recipe.stop_at_plain, 1.0), "+w=1": (recipe.stop_at, recipe.train_on),
                     "NoPE+w=1": (recipe.stop_at, recipe.train_on), "abc": (recipe.stop_at, 1.0)}
     assert recipe.train_on > 1
+
+
+def test_abc_starts_as_soon_as_its_vanilla_source_is_done(tmp_path):
+    jobs = plan(["successor", "addition"], ["+w=1", "abc"], [0], str(tmp_path))
+    waiting, order = list(jobs), []
+    while waiting:  # one worker: each job finishes before the next starts
+        order.append(next_job(waiting, set(waiting)))
+        waiting.remove(order[-1])
+    assert [(job.task, job.method) for job in order] == [
+        ("successor", "vanilla"), ("successor", "abc"), ("addition", "vanilla"), ("addition", "abc"),
+        ("successor", "+w=1"), ("addition", "+w=1")]
+    vanilla, abc = Job("successor", "vanilla", 0, str(tmp_path)), Job("successor", "abc", 0, str(tmp_path))
+    assert next_job([abc], {abc, vanilla}) is None  # its source is still running: wait for it
 
 
 def test_reproduce_runs_resumes_and_reports(tmp_path):
