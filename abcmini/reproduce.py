@@ -205,7 +205,7 @@ INVOCATIONS = "invocations.json"
 @dataclass
 class Invocation:
     """One ``run_all`` over a reproduction root, kept in ``ROOT/invocations.json`` and saved
-    after every finished job, so an interrupted invocation still counts what it did. The wall
+    once a minute and after every job, so an interrupted invocation still counts its time. The wall
     time of a reproduction resumed over several invocations is the sum of theirs."""
 
     root: str
@@ -220,12 +220,11 @@ class Invocation:
     finished: bool = False
 
     @classmethod
-    def begin(cls, jobs: list[Job]) -> "Invocation":
+    def begin(cls, jobs: list[Job], to_do: int) -> "Invocation":
         unique = lambda values: list(dict.fromkeys(values))  # noqa: E731
         return cls(root=jobs[0].root, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    tasks=unique(j.task for j in jobs), methods=unique(j.method for j in jobs),
-                   seeds=sorted({j.seed for j in jobs}), jobs=len(jobs),
-                   to_do=sum(not os.path.exists(os.path.join(j.run_dir, "eval.json")) for j in jobs))
+                   seeds=sorted({j.seed for j in jobs}), jobs=len(jobs), to_do=to_do)
 
     def save(self) -> None:
         entries = [e for e in read_invocations(self.root) if e["started"] != self.started]
@@ -260,8 +259,8 @@ def run_all(jobs: list[Job], recipe: Recipe, workers: int, on_done=None) -> list
     """Every job on ``workers`` processes, in ``next_job``'s order (ABC after its Vanilla run).
     The invocation's wall time goes to ``ROOT/invocations.json`` (``Invocation``)."""
     results = []
-    start, invocation = time.perf_counter(), Invocation.begin(jobs)
-    to_do = {j for j in jobs if not os.path.exists(os.path.join(j.run_dir, "eval.json"))}
+    start, to_do = time.perf_counter(), {j for j in jobs if not os.path.exists(os.path.join(j.run_dir, "eval.json"))}
+    invocation = Invocation.begin(jobs, len(to_do))
     invocation.save()
     waiting, running = list(jobs), {}
     context = multiprocessing.get_context("spawn")
@@ -271,7 +270,9 @@ def run_all(jobs: list[Job], recipe: Recipe, workers: int, on_done=None) -> list
             while len(running) < workers and (job := next_job(waiting, {*waiting, *running.values()})):
                 waiting.remove(job)
                 running[pool.submit(run_job, job, recipe)] = job
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            finished, _ = wait(running, timeout=60, return_when=FIRST_COMPLETED)
+            invocation.seconds = round(time.perf_counter() - start, 1)
+            invocation.save()  # at least once a minute: a killed invocation still counts its time
             for future in finished:
                 job = running.pop(future)
                 try:
@@ -280,7 +281,6 @@ def run_all(jobs: list[Job], recipe: Recipe, workers: int, on_done=None) -> list
                     result = {"task": job.task, "method": job.method, "seed": job.seed, "error": str(error)}
                 results.append(result)
                 invocation.done += job in to_do and "error" not in result
-                invocation.seconds = round(time.perf_counter() - start, 1)
                 invocation.save()
                 if on_done:
                     on_done(job, result)
