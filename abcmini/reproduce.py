@@ -4,8 +4,9 @@ Every (task, method, seed) is one job with its own run directory. A job trains (
 its checkpoint if one exists), evaluates at the paper's lengths and writes ``eval.json``; a job
 whose ``eval.json`` exists is done and skipped, so an interrupted reproduction continues where
 it stopped. An ABC job starts once the Vanilla run of its task and seed is done, calibrates it
-and retrains with the calibrated bias; those Vanilla runs and ABC go first (``next_job``). Jobs run in parallel worker processes, one thread
-each (on two cores two small models train faster side by side than one with two threads).
+and retrains with the calibrated bias; those Vanilla runs and ABC go first (``next_job``). Jobs
+run in parallel worker processes, one thread each (on two cores two small models train faster
+side by side than one with two threads). Each invocation's wall time is kept beside the runs.
 """
 
 import json
