@@ -390,7 +390,7 @@ def reproduce_command(
         else:
             accs = " ".join(f"{n}:{100 * a:.1f}" for n, a in result["accuracy"].items())
             console.print(f"{time.perf_counter() - start:7.0f}s  {job.task:<9} {result['method']:<16} s{job.seed}  "
-                          f"{result['train_steps']} steps {result['train_seconds']:.0f}s  {accs}", highlight=False)
+                          f"{result['train_steps']} steps {result['train_seconds']:.0f}s  {accs}", highlight=False, soft_wrap=True)
         sys.stdout.flush()
 
     results = run_all(jobs, recipe, workers, on_done)

@@ -94,9 +94,15 @@ def wall_time(invocations: list[dict]) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for e in invocations:
         lines.append(f"| {e['started']} | {','.join(e['tasks'])} | {','.join(e['methods'])} | {','.join(map(str, e['seeds']))} | "
-                     f"{e['jobs']} | {e['to_do']} | {e['done']} | {e['seconds'] / 3600:.2f} h | {'yes' if e['finished'] else 'no'} |")
-    total = sum(e["seconds"] for e in invocations)
-    return "\n".join(lines) + f"\n\n{len(invocations)} invocations, {total / 3600:.2f} h of wall time in all.\n"
+                     f"{e['jobs']} | {e['to_do']} | {e['done']} | {clock(e['seconds'])} | {'yes' if e['finished'] else 'no'} |")
+    total, count = sum(e["seconds"] for e in invocations), len(invocations)
+    return "\n".join(lines) + f"\n\n{count} invocation{'s' * (count != 1)}, {clock(total)} (h:mm:ss) of wall time in all.\n"
+
+
+def clock(seconds: float) -> str:
+    """``h:mm:ss``."""
+    seconds = round(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 def figures(cells: dict, out_dir: str) -> list[str]:

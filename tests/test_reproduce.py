@@ -90,8 +90,8 @@ def test_reproduce_runs_resumes_and_reports(tmp_path):
     assert (second_call["to_do"], second_call["done"]) == (1, 0)  # only ABC was left, and it failed again
     assert first_call["seeds"] == [0] and first_call["methods"] == ["vanilla", "NoPE+w=1", "abc"]
     assert first_call["seconds"] > second_call["seconds"] > 0
-    total = (first_call["seconds"] + second_call["seconds"]) / 3600
-    assert wall_time(read_invocations(root)).endswith(f"2 invocations, {total:.2f} h of wall time in all.\n")
+    total = round(first_call["seconds"] + second_call["seconds"])
+    assert wall_time(read_invocations(root)).endswith(f"2 invocations, 0:{total // 60:02d}:{total % 60:02d} (h:mm:ss) of wall time in all.\n")
 
     table = markdown(summarize(collect(root)))
     assert "| successor | vanilla | 1 |" in table and "| successor | nope+w=1 | 1 |" in table
