@@ -90,11 +90,11 @@ def costs(results: list[dict]) -> str:
 def wall_time(invocations: list[dict]) -> str:
     """The ``reproduce`` invocations of one root (``reproduce.Invocation``) and their total wall
     time: a reproduction interrupted and resumed took the sum of its invocations."""
-    lines = ["| started (UTC) | tasks | methods | seeds | jobs | to do | done | wall time | finished |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| started (UTC) | tasks | methods | seeds | workers | jobs | to do | done | wall time | finished |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for e in invocations:
         lines.append(f"| {e['started']} | {','.join(e['tasks'])} | {','.join(e['methods'])} | {','.join(map(str, e['seeds']))} | "
-                     f"{e['jobs']} | {e['to_do']} | {e['done']} | {clock(e['seconds'])} | {'yes' if e['finished'] else 'no'} |")
+                     f"{e.get('workers', '–')} | {e['jobs']} | {e['to_do']} | {e['done']} | {clock(e['seconds'])} | {'yes' if e['finished'] else 'no'} |")
     total, count = sum(e["seconds"] for e in invocations), len(invocations)
     return "\n".join(lines) + f"\n\n{count} invocation{'s' * (count != 1)}, {clock(total)} (h:mm:ss) of wall time in all.\n"
 

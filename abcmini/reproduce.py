@@ -214,6 +214,7 @@ class Invocation:
     tasks: list
     methods: list
     seeds: list
+    workers: int
     jobs: int
     to_do: int  # jobs without an eval.json when it started
     done: int = 0  # of those, finished by this invocation
@@ -221,11 +222,11 @@ class Invocation:
     finished: bool = False
 
     @classmethod
-    def begin(cls, jobs: list[Job], to_do: int) -> "Invocation":
+    def begin(cls, jobs: list[Job], workers: int, to_do: int) -> "Invocation":
         unique = lambda values: list(dict.fromkeys(values))  # noqa: E731
         return cls(root=jobs[0].root, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    tasks=unique(j.task for j in jobs), methods=unique(j.method for j in jobs),
-                   seeds=sorted({j.seed for j in jobs}), jobs=len(jobs), to_do=to_do)
+                   seeds=sorted({j.seed for j in jobs}), workers=workers, jobs=len(jobs), to_do=to_do)
 
     def save(self) -> None:
         entries = [e for e in read_invocations(self.root) if e["started"] != self.started]
@@ -261,7 +262,7 @@ def run_all(jobs: list[Job], recipe: Recipe, workers: int, on_done=None) -> list
     The invocation's wall time goes to ``ROOT/invocations.json`` (``Invocation``)."""
     results = []
     start, to_do = time.perf_counter(), {j for j in jobs if not os.path.exists(os.path.join(j.run_dir, "eval.json"))}
-    invocation = Invocation.begin(jobs, len(to_do))
+    invocation = Invocation.begin(jobs, workers, len(to_do))
     invocation.save()
     waiting, running = list(jobs), {}
     context = multiprocessing.get_context("spawn")

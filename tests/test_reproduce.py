@@ -88,7 +88,7 @@ def test_reproduce_runs_resumes_and_reports(tmp_path):
     first_call, second_call = read_invocations(root)  # each invocation's wall time, for resumed reproductions
     assert (first_call["jobs"], first_call["to_do"], first_call["done"], first_call["finished"]) == (3, 3, 2, True)
     assert (second_call["to_do"], second_call["done"]) == (1, 0)  # only ABC was left, and it failed again
-    assert first_call["seeds"] == [0] and first_call["methods"] == ["vanilla", "NoPE+w=1", "abc"]
+    assert first_call["seeds"] == [0] and first_call["methods"] == ["vanilla", "NoPE+w=1", "abc"] and first_call["workers"] == 1
     assert first_call["seconds"] > second_call["seconds"] > 0
     total = round(first_call["seconds"] + second_call["seconds"])
     assert wall_time(read_invocations(root)).endswith(f"2 invocations, 0:{total // 60:02d}:{total % 60:02d} (h:mm:ss) of wall time in all.\n")
