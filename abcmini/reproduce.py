@@ -273,8 +273,6 @@ def run_all(jobs: list[Job], recipe: Recipe, workers: int, on_done=None) -> list
                 waiting.remove(job)
                 running[pool.submit(run_job, job, recipe)] = job
             finished, _ = wait(running, timeout=60, return_when=FIRST_COMPLETED)
-            invocation.seconds = round(time.perf_counter() - start, 1)
-            invocation.save()  # at least once a minute: a killed invocation still counts its time
             for future in finished:
                 job = running.pop(future)
                 try:
@@ -283,9 +281,10 @@ def run_all(jobs: list[Job], recipe: Recipe, workers: int, on_done=None) -> list
                     result = {"task": job.task, "method": job.method, "seed": job.seed, "error": str(error)}
                 results.append(result)
                 invocation.done += job in to_do and "error" not in result
-                invocation.save()
                 if on_done:
                     on_done(job, result)
+            invocation.seconds = round(time.perf_counter() - start, 1)
+            invocation.save()  # at least once a minute and after every job: a killed invocation still counts
     invocation.seconds, invocation.finished = round(time.perf_counter() - start, 1), True
     invocation.save()
     return results
