@@ -107,6 +107,21 @@ def test_directions_merge_by_max():
     assert merged(2, 3).tolist() == [[[X, 0.0, -2.0], [0.0, -2.0, 0.0]]]
 
 
+def test_a_line_that_leaves_the_padding_only_in_its_last_rows_is_dropped():
+    """4 × 6 cross-attention, columns ``$ 0 0 0 + 7`` (1–3 padding in every input). Anti-diagonal
+    −2 reads padding in rows 0–2 and the ``$`` in row 3: it marks the last trusted row, as Addition
+    seed 2's ``+``-corner lines marked rows 6–7. Anti-diagonal 0 reads the 7 and the ``+`` in rows
+    0–1 and padding after, as seed 0's ``a_t`` line does beyond the operands."""
+    attention = torch.zeros(1, 4, 6)
+    for i in range(4):
+        attention[0, i, 3 - i] = attention[0, i, 5 - i] = 0.5
+    padding = torch.tensor([False, True, True, True, False, False])
+    lines = lambda bias: [bias.firsts[0] + c for c, v in enumerate(bias.values[0, 0].tolist()) if v > X]  # noqa: E731
+    assert lines(calibrate(attention, kappa=0.0, deltas=(-1,), min_support=0.5)) == [-2, 0]
+    assert lines(calibrate(attention, kappa=0.0, deltas=(-1,), min_support=0.0, padding=padding)) == [-2, 0]  # 1 row read
+    assert lines(calibrate(attention, kappa=0.0, deltas=(-1,), min_support=0.5, padding=padding)) == [0]  # 1 < 2 ≤ 2
+
+
 def test_a_head_with_nothing_open_is_transparent_and_no_row_is_all_closed():
     flat = torch.stack([A[0], torch.full((2, 3), 0.5)])  # head 1: every line equal, nothing passes
     bias = calibrate(flat, kappa=0.5, deltas=(1,))
