@@ -140,6 +140,7 @@ class LineBias:
 
 def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS, right: bool = True,
               min_support: float = MIN_SUPPORT, padding: torch.Tensor | None = None,
+              padding_somewhere: torch.Tensor | None = None,
               transparent_empty: bool = True, skip_start: bool = False) -> LineBias:
     """ABC on an averaged attention tensor ``Ā [h m n]`` (already restricted to trusted rows).
 
@@ -154,6 +155,11 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS, right: b
     leaves the padding for a marker only in the last trusted rows marks the training length, not a
     digit (Addition seed 2: anti-diagonals on padding in rows 0–5 and on `+` in rows 6–7; with
     them the retrained model scored 0.29% at 10 digits, without them 99.21%).
+    ``padding_somewhere [n]``: key columns that hold padding in at least one calibration input;
+    no vertical line may sit on one. A vertical gives every row the same position at every
+    length; a digit that only the longer training numbers have tells the rows how long the
+    number is, and on longer numbers it is always there (Addition seed 2: verticals on ``b_6``,
+    ``b_7``, ``a_6``).
     ``transparent_empty``: what a head with no line left becomes (see ``LineBias``).
     ``skip_start``: sloped lines are averaged without their cell in column 0 (the start token,
     SOS or `$`). Heads park attention there when they have nothing to read, and that one cell can
@@ -174,6 +180,8 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS, right: b
         if padding is not None:
             reads = line_counts((~padding).expand(m, -1), delta, right)
             kept = kept.masked_fill(reads < max(1.0, min_support * m), NEG_INF)
+        if padding_somewhere is not None and delta == 0:
+            kept = kept.masked_fill(line_counts(padding_somewhere.expand(m, -1), delta, right) > 0, NEG_INF)
         values.append(torch.nn.functional.pad(kept, (0, width - d.shape[-1]), value=NEG_INF))
     return LineBias(tuple(deltas), tuple(first for _, _, first in tables), torch.stack(values), right, transparent_empty)
 
@@ -279,11 +287,12 @@ def calibrate_run(run_dir: str, out: str, samples: int = 1000, kappa_cross: floa
     in the paper), calibrate self-attention in the directions ``deltas`` and cross-attention in
     ``cross_deltas`` (default the same), and save the bias file at ``out``. Several layers are
     calibrated one by one and their lines united. ``drop_padding``: drop cross-attention lines that
-    read only padding zeros in the calibration inputs; ``transparent_empty``: empty heads
+    read mostly padding in the calibration inputs, and verticals on a column (of the input or of
+    the output) that holds padding in any of them; ``transparent_empty``: empty heads
     transparent (the paper) or silent; ``skip_start``: self-attention diagonals leave out the SOS
     column (all three: see ``calibrate``). Returns the saved payload plus the ``example`` it was
     computed on (not saved)."""
-    from abcmini.tasks import POOL_DIGITS, VOCAB, Pool, format_task, sample_operands
+    from abcmini.tasks import POOL_DIGITS, Pool, format_task, padding_cells, sample_operands
     from abcmini.train import load_checkpoint, load_model, save_checkpoint
 
     if samples < 1:
@@ -301,10 +310,13 @@ def calibrate_run(run_dir: str, out: str, samples: int = 1000, kappa_cross: floa
         raise ValueError(f"--layers {list(layers)}: the model has {model.cfg.dec_layers} decoder layers (0…{model.cfg.dec_layers - 1}, or -1 for the last)")
     self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, bias, layers=layers)
     cross_deltas = tuple(deltas if cross_deltas is None else cross_deltas)
-    padding = (example.src == VOCAB.index("0")).all(dim=0) if drop_padding else None
+    src_padding = padding_cells(example.src)
+    out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]
+    cross_rules = {"padding": src_padding.all(dim=0), "padding_somewhere": src_padding.any(dim=0)} if drop_padding else {}
+    self_rules = {"padding_somewhere": out_padding.any(dim=0)} if drop_padding else {}
     rules = {"min_support": min_support, "transparent_empty": transparent_empty}
-    per_layer = [Calibrated(calibrate(s, kappa_self, deltas, right=False, skip_start=skip_start, **rules),
-                            calibrate(c, kappa_cross, cross_deltas, right=True, padding=padding, **rules))
+    per_layer = [Calibrated(calibrate(s, kappa_self, deltas, right=False, skip_start=skip_start, **self_rules, **rules),
+                            calibrate(c, kappa_cross, cross_deltas, right=True, **cross_rules, **rules))
                  for s, c in zip(self_avg, cross_avg)]
     calibrated = functools.reduce(Calibrated.union, per_layer)
     payload = {

@@ -172,6 +172,18 @@ def _with_sos_eos(src: torch.Tensor, tgt: torch.Tensor) -> Example:
     return Example(src, torch.cat([sos, tgt], 1), torch.cat([tgt, eos], 1))
 
 
+def padding_cells(tokens: torch.Tensor) -> torch.Tensor:
+    """``[n s]`` token rows → where they hold padding: the zeros in front of a number's first
+    non-zero digit (a number is a run of digit tokens between markers), never its last digit (the
+    number 0 is one real digit). Decoder rows are read reversed (``tgt_in.flip(1)``): their result
+    runs least significant first, so its padding trails."""
+    digit = tokens <= VOCAB.index("9")
+    seen = torch.cumsum(digit & (tokens != VOCAB.index("0")), dim=1)
+    before = torch.where(digit, 0, seen).cummax(dim=1).values  # non-zero digits before this number
+    last = digit & ~torch.nn.functional.pad(digit[:, 1:], (0, 1), value=False)
+    return digit & (seen == before) & ~last
+
+
 # ---------------------------------------------------------------- data pools
 
 

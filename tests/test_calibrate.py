@@ -122,6 +122,18 @@ def test_a_line_that_leaves_the_padding_only_in_its_last_rows_is_dropped():
     assert lines(calibrate(attention, kappa=0.0, deltas=(-1,), min_support=0.5, padding=padding)) == [0]  # 1 < 2 ≤ 2
 
 
+def test_no_vertical_on_a_column_that_holds_padding_in_some_input():
+    """Verticals d = [.4, .1, .1, .4]; column 3 is a digit only the longer numbers have. Sloped
+    lines through it stay."""
+    attention = torch.tensor([[[0.4, 0.1, 0.1, 0.4], [0.4, 0.1, 0.1, 0.4]]])
+    somewhere = torch.tensor([False, False, False, True])
+    assert calibrate(attention, kappa=0.0, deltas=(0,), min_support=0.0).values[0, 0].tolist() == [0.0, X, X, 0.0]
+    steady = calibrate(attention, kappa=0.0, deltas=(0,), min_support=0.0, padding_somewhere=somewhere)
+    assert steady.values[0, 0].tolist() == [0.0, X, X, X]
+    anti = lambda **rule: calibrate(attention, kappa=-1.0, deltas=(-1,), min_support=0.0, **rule).values  # noqa: E731
+    assert torch.equal(anti(padding_somewhere=somewhere), anti()) and torch.isfinite(anti()[0, 0]).tolist() == [True, True, False, True, True]
+
+
 def test_a_head_with_nothing_open_is_transparent_and_no_row_is_all_closed():
     flat = torch.stack([A[0], torch.full((2, 3), 0.5)])  # head 1: every line equal, nothing passes
     bias = calibrate(flat, kappa=0.5, deltas=(1,))

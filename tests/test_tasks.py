@@ -16,6 +16,7 @@ from abcmini.tasks import (
     format_task,
     int_to_digits,
     is_binary,
+    padding_cells,
     parity_bits,
     sample_operands,
     extrapolation_set_size,
@@ -82,6 +83,21 @@ def test_nx1_targets(b):
     for row, n in enumerate(numbers):
         assert detokenize(ex.src[row]) == f"${str(n).zfill(25)}*{b}"
         assert target_text(ex, row) == str(n * b).zfill(26)
+
+
+def test_padding_cells_are_the_zeros_in_front_of_each_number():
+    """Against the numbers' lengths: in ``$ a + b`` padded to 9 digits, ``a`` has 9 − len(a)
+    padding zeros after the ``$``; the result, least significant digit first after SOS, has them
+    at its end. The number 0 is one real digit."""
+    rng = random.Random(3)
+    pairs = [(0, 0), (5, 30), (100, 7), (10**8, 1)] + [(rng.randrange(10**rng.randint(1, 8)), rng.randrange(10**8)) for _ in range(40)]
+    a, b = zip(*pairs)
+    ex = format_task("addition", digits(*a, width=9), digits(*b, width=9), 9)
+    src, out = padding_cells(ex.src), padding_cells(ex.tgt_in.flip(1)).flip(1)
+    for row, (x, y) in enumerate(pairs):
+        lead = lambda n, width: [True] * (width - len(str(n))) + [False] * len(str(n))  # noqa: E731
+        assert src[row].tolist() == [False] + lead(x, 9) + [False] + lead(y, 9)
+        assert out[row].tolist() == [False] + lead(x + y, 10)[::-1]
 
 
 @pytest.mark.parametrize("aligned", [False, True])
