@@ -295,7 +295,7 @@ def calibrate_command(
     layers: str = typer.Option("-1", help="Decoder layers whose attention is calibrated, comma-separated (-1: the last, as in the paper); several layers' lines are united."),
     silent_empty: bool = typer.Option(False, "--silent-empty-heads/--transparent-empty-heads", "--silent_empty_heads/--transparent_empty_heads", help="A head where no line survives reads only the input's first token (silent) instead of everything (transparent, the paper's rule)."),
     skip_start: bool = typer.Option(False, "--skip-start/--count-start", "--skip_start/--count_start", help="Average self-attention diagonals without their cell on the start token (SOS), where heads park attention; the start column keeps its vertical line."),
-    keep_padding: bool = typer.Option(False, "--keep-padding/--drop-padding", "--keep_padding/--drop_padding", help="Keep cross-attention lines that read a non-padding column on fewer than --min-support of the trusted rows (padding: 0 in every calibration input) instead of dropping them, as the paper does."),
+    keep_padding: bool = typer.Option(False, "--keep-padding/--drop-padding", "--keep_padding/--drop_padding", help="Keep the lines that read padding (the zeros in front of a number), as the paper does: cross-attention lines that read a real token on fewer than --min-support of the trusted rows, and verticals on a column that is padding in some calibration input."),
     seed: int = typer.Option(0, help="Seed of the subset of training inputs."),
     out: str = typer.Option(None, help="Bias file to write (default RUN_DIR/abc_bias.pt); heatmap PNGs go beside it."),
     wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline unless an API key is configured)."),

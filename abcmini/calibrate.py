@@ -140,7 +140,7 @@ class LineBias:
 
 def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS, right: bool = True,
               min_support: float = MIN_SUPPORT, padding: torch.Tensor | None = None,
-              padding_somewhere: torch.Tensor | None = None,
+              padding_somewhere: torch.Tensor | None = None, causal: bool = False,
               transparent_empty: bool = True, skip_start: bool = False) -> LineBias:
     """ABC on an averaged attention tensor ``Ā [h m n]`` (already restricted to trusted rows).
 
@@ -160,6 +160,10 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS, right: b
     length; a digit that only the longer training numbers have tells the rows how long the
     number is, and on longer numbers it is always there (Addition seed 2: verticals on ``b_6``,
     ``b_7``, ``a_6``).
+    ``causal``: ``attention`` is masked above its diagonal (decoder self-attention), and with a
+    support rule (``min_support > 0``) a line must also cross that many cells a row can attend
+    to. Only verticals change: the one on output column ``c`` is open to rows ``c`` onwards, so
+    past ``(1 − min_support)·m`` it marks the last trusted rows (Addition seed 2: column 5).
     ``transparent_empty``: what a head with no line left becomes (see ``LineBias``).
     ``skip_start``: sloped lines are averaged without their cell in column 0 (the start token,
     SOS or `$`). Heads park attention there when they have nothing to read, and that one cell can
@@ -177,6 +181,9 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS, right: b
         kept = dropoff(d, kappa, cells >= min_support * m)
         if min_support > 0:
             kept = kept.masked_fill(line_counts(last_row, delta, right) == 0, NEG_INF)
+        if min_support > 0 and causal:
+            attendable = torch.ones(m, n, dtype=torch.bool, device=attention.device).tril()
+            kept = kept.masked_fill(line_counts(attendable, delta, right) < min_support * m, NEG_INF)
         if padding is not None:
             reads = line_counts((~padding).expand(m, -1), delta, right)
             kept = kept.masked_fill(reads < max(1.0, min_support * m), NEG_INF)
@@ -315,7 +322,7 @@ def calibrate_run(run_dir: str, out: str, samples: int = 1000, kappa_cross: floa
     cross_rules = {"padding": src_padding.all(dim=0), "padding_somewhere": src_padding.any(dim=0)} if drop_padding else {}
     self_rules = {"padding_somewhere": out_padding.any(dim=0)} if drop_padding else {}
     rules = {"min_support": min_support, "transparent_empty": transparent_empty}
-    per_layer = [Calibrated(calibrate(s, kappa_self, deltas, right=False, skip_start=skip_start, **self_rules, **rules),
+    per_layer = [Calibrated(calibrate(s, kappa_self, deltas, right=False, causal=True, skip_start=skip_start, **self_rules, **rules),
                             calibrate(c, kappa_cross, cross_deltas, right=True, **cross_rules, **rules))
                  for s, c in zip(self_avg, cross_avg)]
     calibrated = functools.reduce(Calibrated.union, per_layer)

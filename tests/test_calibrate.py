@@ -134,6 +134,17 @@ def test_no_vertical_on_a_column_that_holds_padding_in_some_input():
     assert torch.equal(anti(padding_somewhere=somewhere), anti()) and torch.isfinite(anti()[0, 0]).tolist() == [True, True, False, True, True]
 
 
+def test_a_self_attention_vertical_open_to_the_last_rows_only_is_dropped():
+    """Causal 4 × 4: column 3 can be attended from row 3 only, one cell (< 0.5 · 4 rows); it
+    passes the dropoff on that cell, and it would mark the last row."""
+    attention = torch.tensor([[[1.0, 0, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1]]])  # d = [.75, 0, 0, .25]
+    assert calibrate(attention, kappa=-0.5, deltas=(0,), right=False).values[0, 0].tolist() == [0.0, X, X, -0.5]
+    causal = calibrate(attention, kappa=-0.5, deltas=(0,), right=False, causal=True)
+    assert causal.values[0, 0].tolist() == [0.0, X, X, X]
+    assert torch.equal(calibrate(attention, kappa=-0.5, deltas=(0,), right=False, causal=True, min_support=0.0).values,
+                       calibrate(attention, kappa=-0.5, deltas=(0,), right=False, min_support=0.0).values)
+
+
 def test_a_head_with_nothing_open_is_transparent_and_no_row_is_all_closed():
     flat = torch.stack([A[0], torch.full((2, 3), 0.5)])  # head 1: every line equal, nothing passes
     bias = calibrate(flat, kappa=0.5, deltas=(1,))
