@@ -154,16 +154,17 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas=DIRECTIONS, right: b
     attention sinks on b's 36th digit and anti-diagonals through a's 13th–20th); and a line that
     leaves the padding for a marker only in the last trusted rows marks the training length, not a
     digit (Addition seed 2: anti-diagonals on padding in rows 0–5 and on `+` in rows 6–7; with
-    them the retrained model scored 0.29% at 10 digits, without them 99.21%).
+    them the retrained model scored 0.00% at 60 digits, without them 53.92%).
     ``padding_somewhere [n]``: key columns that hold padding in at least one calibration input;
     no vertical line may sit on one. A vertical gives every row the same position at every
     length; a digit that only the longer training numbers have tells the rows how long the
     number is, and on longer numbers it is always there (Addition seed 2: verticals on ``b_6``,
-    ``b_7``, ``a_6``).
+    ``b_7``, ``a_6``; 53.92 → 78.05% at 60 digits).
     ``causal``: ``attention`` is masked above its diagonal (decoder self-attention), and with a
     support rule (``min_support > 0``) a line must also cross that many cells a row can attend
     to. Only verticals change: the one on output column ``c`` is open to rows ``c`` onwards, so
-    past ``(1 − min_support)·m`` it marks the last trusted rows (Addition seed 2: column 5).
+    past ``(1 − min_support)·m`` it marks the last trusted rows (Addition seed 2: column 5 of 8;
+    78.05 → 87.13% at 60 digits).
     ``transparent_empty``: what a head with no line left becomes (see ``LineBias``).
     ``skip_start``: sloped lines are averaged without their cell in column 0 (the start token,
     SOS or `$`). Heads park attention there when they have nothing to read, and that one cell can
