@@ -1,6 +1,6 @@
 """abcmini's speed, each number measured side by side against its baseline in this one run.
 
-    python benchmarks/bench.py [--only throughput,decode,calibration,eval]
+    python benchmarks/bench.py [--only throughput,decode,calibration,eval,mask]
 
 1. training throughput (tokens/s, forward + backward + Adam) of our Transformer against
    ``torch.nn.Transformer`` with the same configuration (the ``cpu`` preset, pre-LN, GELU);
@@ -11,7 +11,10 @@
    give the same bias;
 4. the full extrapolation suite: 10,000 samples at each of 6, 10, 15, 20, 60 digits
    (fixed pad width 64, ``cpu`` preset), exact match in one teacher-forced pass (what ``eval``
-   does) against greedy decoding with the KV cache.
+   does) against greedy decoding with the KV cache;
+5. the attention mask layout the model gives ``scaled_dot_product_attention`` (``[1 h q k]``)
+   against the ``[h q k]`` layout of a per-head bias (ABS windows, ABC, ALiBi), forward +
+   backward at the recipe's attention shapes: only the first keeps PyTorch's fused CPU kernel.
 
 Speed does not depend on the weights, so models are freshly initialised.
 """
@@ -22,8 +25,10 @@ import statistics
 import time
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from abcmini.biases import Window
 from abcmini.calibrate import DIRECTIONS, MIN_SUPPORT, NEG_INF, calibrate
 from abcmini.evaluate import exact_match
 from abcmini.model import PRESETS, ModelConfig, Transformer
@@ -191,9 +196,34 @@ def greedy_exact_match(model, example, batch_size: int = 1000) -> torch.Tensor:
     return torch.cat(hits)
 
 
+# ---------------------------------------------------------------- 5. attention mask layout
+
+
+def mask_layout(repeats: int) -> None:
+    """Fused against unfused attention: the same scores and scaffold, a 4-D or a 3-D mask."""
+    print(f"5. attention with an ABS window bias, batch 128, cpu preset (4 heads x 16), forward + backward, "
+          f"{torch.get_num_threads()} threads:")
+    for name, n_q, n_k, binary, which in (("Successor cross", 66, 65, False, 1), ("Addition cross", 66, 131, True, 1),
+                                          ("Parity self", 214, 214, False, 0), ("Parity cross", 214, 214, False, 1)):
+        window = Window(1, binary)(n_q, n_k)[which]  # [1 q k]
+        bias = window.expand(4, n_q, n_k).contiguous()  # [h q k], as a calibrated or ALiBi bias comes
+        q, k, v = (torch.randn(128, 4, n, 16, requires_grad=True) for n in (n_q, n_k, n_k))
+
+        def step(mask):
+            F.scaled_dot_product_attention(q, k, v, attn_mask=mask).sum().backward()
+
+        old, new = [], []
+        for _ in range(repeats):  # interleaved, so both see the same machine
+            old.append(timed(lambda: step(bias), 1)[0])
+            new.append(timed(lambda: step(bias[None]), 1)[0])
+        old_s, new_s = statistics.median(old), statistics.median(new)
+        print(f"   {name:<16} [{n_q} x {n_k}]   [h q k] {1000 * old_s:6.1f} ms   [1 h q k] {1000 * new_s:6.1f} ms   "
+              f"speed-up {old_s / new_s:.1f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="throughput,decode,calibration,eval")
+    parser.add_argument("--only", default="throughput,decode,calibration,eval,mask")
     parser.add_argument("--decode-samples", type=int, default=200)
     args = parser.parse_args()
     wanted = args.only.split(",")
@@ -205,6 +235,8 @@ def main():
         calibration(repeats=20)
     if "eval" in wanted:
         evaluation_suite()
+    if "mask" in wanted:
+        mask_layout(repeats=5)
 
 
 if __name__ == "__main__":

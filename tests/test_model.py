@@ -67,6 +67,18 @@ def test_teacher_forcing_agrees_with_greedy_and_both_attention_paths_agree(schem
     assert (last["self"].triu(1) == 0).all()  # causal
 
 
+def test_fused_attention_reads_a_per_head_bias_like_the_explicit_path():
+    model = random_model("nope", dec_layers=2)
+    ex = batch()
+    q, k = ex.tgt_in.shape[1], ex.src.shape[1]
+    self_bias, cross_bias = random_bias(4, q, q, 3), random_bias(4, q, k, 4)  # [h q k]: a head per slice
+    fast, _ = model(ex.src, ex.tgt_in, self_bias, cross_bias)
+    explicit, _ = model(ex.src, ex.tgt_in, self_bias, cross_bias, need_weights=True)
+    torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=1e-5)
+    swapped, _ = model(ex.src, ex.tgt_in, self_bias, cross_bias.flip(0))
+    assert not torch.allclose(fast, swapped, atol=1e-3)  # the heads' biases differ, so their order matters
+
+
 def test_bias_steers_attention_per_head():
     model = random_model("vanilla")
     ex = batch(n=4)
