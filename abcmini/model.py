@@ -127,7 +127,7 @@ class Attention(nn.Module):
         else:
             probs = None
             # a [q k] or [b h q k] mask keeps PyTorch's fused CPU kernel; a [h q k] one (ABS windows, ABC)
-            # falls back to the unfused math path: 4.3x slower on Parity's 214 tokens (benchmarks/bench.py)
+            # falls back to the unfused math path: 2.8-2.9x slower on Parity's 214 tokens (benchmarks/bench.py --only mask)
             mask = None if bias is None else bias.to(q.dtype)[(None,) * (4 - bias.dim())]
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
         return self.to_out(rearrange(out, "b h n d -> b n (h d)")), probs
