@@ -1,7 +1,8 @@
-"""abcmini command line: train, eval, calibrate, report, reproduce, sweep (also ``python cli.py …``).
+"""abcmini command line: train, eval, calibrate, recipe, report, reproduce, sweep.
 
-Every option also accepts the underscore spelling (``--batch_size=64``), which is what a wandb
-sweep agent passes.
+Parses, calls and prints. Every command resolves its cell through ``abcmini.experiment``; an
+option given on the command line overrides one field of the recipe and is recorded as such.
+Options also take the underscore spelling a wandb sweep agent passes (``--pad_width=64``).
 """
 
 import os
@@ -11,12 +12,13 @@ import time
 from contextlib import contextmanager
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
 from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer vendors Click (≥ 0.26)
 from typer.core import TyperGroup
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
+from abcmini.errors import UserError
 from abcmini.track import Tracker
 
 console = Console()
@@ -43,41 +45,36 @@ class OneLineErrors(TyperGroup):
 
 app = typer.Typer(
     cls=OneLineErrors,
-    help="Attention Bias Scaffolding / Calibration for arithmetic length generalization.",
+    help="Attention Bias Scaffolding and Calibration for arithmetic length generalization.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,
+    context_settings={"token_normalize_func": lambda name: name.replace("_", "-")},  # --pad_width → --pad-width
 )
 LOG_EVERY = 10  # training loss and learning rate go to wandb every this many steps
-PAPER_LENGTHS = "6,10,15,20,60"
-
-
-class UserError(Exception):
-    """Bad input: reported as one line, exit code 2."""
 
 
 @contextmanager
 def user_errors():
-    """Turn the library's validation errors into one clear line and exit code 2."""
+    """A user's error (``abcmini.errors.UserError``) as one line and exit code 2; a bug keeps its traceback."""
     try:
         yield
-    except (UserError, ValueError) as error:
+    except UserError as error:
         errors.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 
-def parse_lengths(text: str, option: str = "--lengths", minimum: int = 1) -> list[int]:
+def parse_integers(text: str, option: str, minimum: int | None = None) -> tuple[int, ...]:
+    parts = [part.strip() for part in text.split(",")]
     try:
-        lengths = [int(part) for part in text.split(",") if part.strip()]
+        values = tuple(int(part) for part in parts)
     except ValueError:
-        raise UserError(f"{option} takes comma-separated whole numbers, got {text!r}") from None
-    if not lengths:
-        raise UserError(f"{option} is empty")
-    bad = [n for n in lengths if n < minimum]
+        raise UserError(f"{option} takes comma-separated integers, got {text!r}") from None
+    bad = [n for n in values if minimum is not None and n < minimum]
     if bad:
-        what = "length" if option == "--lengths" else option
-        raise UserError(f"{what} must be at least {minimum}, got {bad[0]}")
-    return lengths
+        raise UserError(f"{option} must be at least {minimum}, got {bad[0]}")
+    return values
 
 
 def pick_device(device: str) -> str:
@@ -87,324 +84,373 @@ def pick_device(device: str) -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise UserError("--device cuda was asked for but CUDA is not available")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise UserError(f"unknown device {device!r}; choose auto, cpu or cuda")
     return device
 
 
-@app.command()
-def train(
-    task: str = typer.Option("successor", help="successor | addition | nx1 | parity (running-xor scratchpad) | parity_class (one output token)."),
-    method: str = typer.Option("vanilla", help="Positional scheme: vanilla (sinusoidal) | nope | rope | alibi | relative (Shaw et al., clipped); an ABS configuration of the paper: '+w=1' | '+T=3' | 'NoPE+w=1'; or abc (train to interpolation, calibrate, retrain)."),
-    window: int = typer.Option(None, help="ABS window w: decoder self-attention sees its diagonal and w below, cross-attention the aligned input digit ±w (binary tasks get interleaved operands)."),
-    period: int = typer.Option(0, help="Cyclic Position Indexing period T: positions become i mod T (0 = off). Applies to any method."),
-    preset: str = typer.Option("cpu", help="Model size: paper (1 enc / 6 dec layers, 8 heads, d 128, FFN 512, dropout 0.3) | cpu | tiny."),
-    enc_layers: int = typer.Option(None, "--enc-layers", "--enc_layers", help="Override the preset's encoder depth (0: cross-attention reads the embedded input directly, as in the authors' code)."),
-    pe_scale: float = typer.Option(None, "--pe-scale", "--pe_scale", min=0.0, help="Amplitude of the sinusoidal encoding next to N(0, 1) token embeddings (default 1; the recipe's +w=1 uses 1/16)."),
-    geometry: str = typer.Option("fixed", help="fixed: every operand padded to --pad-width in training and test (the paper's protocol); growing: pad width follows the test length."),
-    pad_width: int = typer.Option(20, "--pad-width", "--pad_width", min=1, help="Fixed geometry's pad width in digits; the longest length you can evaluate."),
-    seed: int = typer.Option(0, help="Seed of the model's initialisation and of the batch order."),
-    data_seed: int = typer.Option(0, "--data-seed", "--data_seed", help="Seed of the [0, 2^20] permutation and its 7:1 train/validation split."),
-    steps: int = typer.Option(3000, help="Maximum number of optimizer steps."),
-    stop_at: float = typer.Option(None, "--stop-at", "--stop_at", min=0.0, max=1.0, help="Stop once validation exact match reaches this (e.g. 0.995: train to interpolation)."),
-    train_on: float = typer.Option(1.0, "--train-on", "--train_on", min=1.0, help="With --stop-at: validation first reached it at step s; stop at the first evaluation from step train_on·s on (1.5: half as long again)."),
-    batch_size: int = typer.Option(128, "--batch-size", "--batch_size", min=1, help="Examples per optimizer step."),
-    lr: float = typer.Option(1e-3, min=0.0, help="Peak learning rate (linear warmup, cosine decay to 10%)."),
-    warmup: int = typer.Option(100, min=0, help="Warmup steps."),
-    eval_every: int = typer.Option(250, "--eval-every", "--eval_every", min=1, help="Validate and checkpoint every this many steps."),
-    valid_size: int = typer.Option(1000, "--valid-size", "--valid_size", min=1, help="Validation examples (from the held-out 1/8 of the pool)."),
-    bias: str = typer.Option(None, help="ABC: a bias file from `abcmini calibrate`, added per head to every decoder layer's self- and cross-attention."),
-    out: str = typer.Option(None, help="Run directory (default runs/<task>-<method>-s<seed>)."),
-    resume: bool = typer.Option(False, help="Continue the run in --out from its last checkpoint."),
-    overwrite: bool = typer.Option(False, help="Delete an existing run in --out and start afresh."),
-    eval_lengths: str = typer.Option("", "--eval-lengths", "--eval_lengths", help="After training, evaluate at these comma-separated lengths (as `abcmini eval`); empty: skip."),
-    wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline unless an API key is configured)."),
-    wandb_project: str = typer.Option(None, "--wandb-project", "--wandb_project", help="wandb project (default $WANDB_PROJECT or abcmini)."),
-    kappa_cross: float = typer.Option(4.5, "--kappa-cross", "--kappa_cross", help="--method abc: cross-attention dropoff factor κ."),
-    kappa_self: float = typer.Option(0.87, "--kappa-self", "--kappa_self", help="--method abc: self-attention dropoff factor κ."),
-    dry_run: bool = typer.Option(False, "--dry-run", "--dry_run", help="Validate every option, print the run's config and exit without training."),
-    device: str = typer.Option("auto", help="auto | cpu | cuda."),
-):
-    """Train a model; checkpoints (with their full config) go to the run directory.
+def tracking_config(experiment: dict, label: str) -> dict:
+    """The wandb config of a run: its run configuration's fields flat (so the runs table groups
+    by task, method, pad width …), the method as the tables name it, and the rest of its cell."""
+    from abcmini import __version__
 
-    ``--method abc`` runs the whole ABC recipe: train Vanilla to interpolation in
-    RUN_DIR/interpolation, calibrate it, and retrain a fresh model with the bias and no
-    positional encoding in RUN_DIR (``--method vanilla --bias FILE`` keeps the sinusoidal one)."""
-    with user_errors():
-        from abcmini.evaluate import pad_width_for
-        from abcmini.train import CHECKPOINT, RunConfig, Trainer, resolve_method
-
-        if geometry not in ("fixed", "growing"):
-            raise UserError(f"unknown geometry {geometry!r}; choose fixed or growing")
-        abc = method.lower() == "abc"
-        if abc and bias:
-            raise UserError("--method abc calibrates its own bias; drop --bias (or use --method vanilla --bias FILE)")
-        scheme, window, period = resolve_method("nope" if abc else method, window, period)  # ABC retrains without PE
-        label = RunConfig(task=task, scheme=scheme, period=period, window=window, bias_file="abc" if abc else bias).label
-        out = out or os.path.join("runs", f"{task}-{label.replace('+', '_').replace('=', '')}-s{seed}")
-        bias = os.path.join(out, "abc_bias.pt") if abc else bias
-        cfg = RunConfig(
-            task=task, scheme=scheme, period=period, window=window, bias_file=bias, preset=preset, pad_width=pad_width if geometry == "fixed" else None,
-            seed=seed, data_seed=data_seed, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
-            stop_at=stop_at, train_on=train_on, eval_every=eval_every, valid_size=valid_size,
-            model_overrides={key: value for key, value in (("enc_layers", enc_layers), ("pe_scale", pe_scale)) if value is not None},
-        )
-        wanted = parse_lengths(eval_lengths) if eval_lengths.strip() else []
-        for length in wanted:
-            pad_width_for(length, cfg.pad_width)
-        exists = os.path.exists(os.path.join(out, CHECKPOINT))
-        if exists and not (resume or overwrite):
-            raise UserError(f"{out!r} already holds a run; pass --resume to continue it or --overwrite to replace it")
-        device = pick_device(device)
-        cfg.model_config()
-        if dry_run:
-            console.print_json(data={"out": out, "config": cfg.tracking_config(), **({"abc": {"kappa_cross": kappa_cross, "kappa_self": kappa_self}} if abc else {})})
-            return
-        trainer = None if abc else Trainer(cfg, device)  # validates everything before a run is replaced
-        if overwrite and os.path.isdir(out):
-            shutil.rmtree(out)
-    with Tracker.start(wandb, out, "train", {**cfg.tracking_config(), **({"kappa_cross": kappa_cross, "kappa_self": kappa_self} if abc else {})}, wandb_project) as tracker:
-        if abc:
-            from abcmini.calibrate import calibrate_run
-
-            source = os.path.join(out, "interpolation")
-            source_cfg = RunConfig(**{**cfg.to_dict(), "scheme": "vanilla", "bias_file": None, "stop_at": cfg.stop_at or 0.995, "train_on": 1.0,
-                                      "model_overrides": {k: v for k, v in cfg.model_overrides.items() if k != "pe_scale"}})
-            fit(Trainer(source_cfg, device), source, resume, None)
-            if not (resume and os.path.exists(bias)):
-                with user_errors():
-                    calibrate_run(source, bias, kappa_cross=kappa_cross, kappa_self=kappa_self)
-                console.print(f"calibrated {source} → {bias}", soft_wrap=True, highlight=False)
-            trainer = Trainer(cfg, device)
-        last = fit(trainer, out, resume, tracker)
-        tracker.summary({"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0)})
-        log_model_figures(tracker, cfg, trainer.model, trainer.bias, trainer.valid, step=trainer.step_count)
-        if wanted:
-            run_evaluation(out, cfg, trainer.model, trainer.bias, wanted, 0, 1000, tracker, last)
+    run = experiment["run"]
+    return {**run, "method": label, "cell_method": experiment["cell"]["method"], "recipe": experiment["recipe"],
+            "geometry": "fixed" if run["pad_width"] else "growing", "lengths": experiment["lengths"],
+            "test_seed": experiment["test_seed"], "overrides": experiment["overrides"], "source": experiment["source"],
+            "calibration": experiment["calibration"], "version": __version__}
 
 
-def fit(trainer, out: str, resume: bool, tracker) -> dict:
-    """Train ``trainer`` into ``out`` (continuing its checkpoint with ``resume``) with a progress
-    bar, plain log lines when not on a terminal, and tracking. Returns the last history entry."""
-    from abcmini.train import learning_rate
+class ConsoleHooks:
+    """A cell's progress on the console (a bar with an ETA on a terminal, a line per evaluation
+    otherwise) and in wandb (the cell's own run)."""
 
-    cfg = trainer.cfg
-    if resume:
-        with user_errors():
-            trainer.resume(out)
-    tracker = tracker or Tracker()
-    console.print(f"[bold]train[/] {cfg.task} · {cfg.label} · preset {cfg.preset} · "
-                  f"{'pad width ' + str(cfg.pad_width) if cfg.pad_width else 'growing geometry'} · seed {cfg.seed} → {out}", soft_wrap=True)
-    columns = [TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("loss {task.fields[loss]:.4f} · valid {task.fields[valid]}"), TimeElapsedColumn()]
-    with user_errors(), Progress(*columns, console=console) as progress:
-        bar = progress.add_task("training", total=cfg.steps, completed=trainer.step_count, loss=float("nan"), valid="–")
+    def __init__(self, tracker: Tracker):
+        self.tracker, self.progress, self.bar, self.role, self.cfg = tracker, None, None, None, None
 
-        def on_step(step, loss):
-            progress.update(bar, completed=step, loss=loss)
-            if step % LOG_EVERY == 0:
-                tracker.log({"train/loss": loss, "train/lr": learning_rate(cfg, step - 1)}, step=step)
+    @contextmanager
+    def training(self, role, trainer):
+        self.role, self.cfg = role, trainer.cfg
+        console.print(f"[bold]{'train' if role == 'run' else 'ABC source'}[/] {trainer.cfg.task} · {trainer.cfg.label} · "
+                      f"{'pad width ' + str(trainer.cfg.pad_width) if trainer.cfg.pad_width else 'growing geometry'} · "
+                      f"seed {trainer.cfg.seed} → {trainer.run_dir}", soft_wrap=True, highlight=False)
+        columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("loss {task.fields[loss]:.4f} · valid {task.fields[valid]}"), TimeElapsedColumn(), TimeRemainingColumn()]
+        with Progress(*columns, console=console) as self.progress:
+            self.bar = self.progress.add_task("training", total=trainer.cfg.steps, completed=trainer.step_count, loss=float("nan"), valid="–")
+            yield
+        last = trainer.history[-1] if trainer.history else {}
+        console.print(f"done: step {last.get('step')} · valid exact match {last.get('valid_acc', 0):.2%} · {last.get('seconds', 0):.0f}s")
 
-        def on_eval(entry):
-            progress.update(bar, valid=f"{entry['valid_acc']:.2%}")
-            tracker.log({"valid/exact_match": entry["valid_acc"], "train/loss_mean": entry["loss"], "train/seconds": entry["seconds"]}, step=entry["step"])
-            if not console.is_terminal:  # a log file gets one plain line per evaluation
-                console.print(f"step {entry['step']:>6} · loss {entry['loss']:.4f} · valid {entry['valid_acc']:.2%} · {entry['seconds']:.0f}s")
-                sys.stdout.flush()
+    def step(self, step, loss):
+        from abcmini.experiment import learning_rate
 
-        last = trainer.run(out, on_eval=on_eval, on_step=on_step)
-    console.print(f"done: step {last.get('step')} · valid exact match {last.get('valid_acc', 0):.2%} · {last.get('seconds', 0):.0f}s")
-    return last
+        self.progress.update(self.bar, completed=step, loss=loss)
+        if self.role == "run" and step % LOG_EVERY == 0:
+            self.tracker.log({"train/loss": loss, "train/lr": learning_rate(self.cfg, step - 1)}, step=step)
 
+    def validated(self, entry):
+        self.progress.update(self.bar, valid=f"{entry['valid_acc']:.2%}")
+        if self.role == "run":
+            self.tracker.log({"valid/exact_match": entry["valid_acc"], "train/loss_mean": entry["loss"], "train/seconds": entry["seconds"]},
+                             step=entry["step"])
+        if not console.is_terminal:  # a log file gets one plain line per evaluation
+            console.print(f"step {entry['step']:>6} · loss {entry['loss']:.4f} · valid {entry['valid_acc']:.2%} · {entry['seconds']:.0f}s")
+            sys.stdout.flush()
 
-@app.command("eval")
-def evaluate(
-    run_dir: str = typer.Argument(..., help="A run directory written by `abcmini train`."),
-    lengths: str = typer.Option(PAPER_LENGTHS, help="Comma-separated operand lengths in digits."),
-    seed: int = typer.Option(0, help="Seed of the extrapolation sets (the same seed gives every method the same numbers)."),
-    batch_size: int = typer.Option(1000, "--batch-size", "--batch_size", min=1, help="Sequences decoded at once."),
-    wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline unless an API key is configured)."),
-    wandb_project: str = typer.Option(None, "--wandb-project", "--wandb_project", help="wandb project (default $WANDB_PROJECT or abcmini)."),
-    device: str = typer.Option("auto", help="auto | cpu | cuda."),
-):
-    """Exact-match accuracy by length on the seeded extrapolation sets; writes eval.json."""
-    with user_errors():
-        from abcmini.evaluate import pad_width_for
-        from abcmini.train import load_checkpoint, load_model
+    def calibrated(self, result, seconds, pngs):
+        print_calibration(result, seconds)
+        self.tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
 
-        wanted = parse_lengths(lengths)
-        state = load_checkpoint(run_dir)
-        cfg, model, bias = load_model(state, pick_device(device))
-        for length in wanted:
-            pad_width_for(length, cfg.pad_width)
-    with Tracker.start(wandb, run_dir, "eval", cfg.tracking_config(), wandb_project) as tracker:
-        run_evaluation(run_dir, cfg, model, bias, wanted, seed, batch_size, tracker, state["history"][-1] if state["history"] else {})
+    def trained(self, trainer):
+        last = trainer.history[-1] if trainer.history else {}
+        self.tracker.summary({"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0)})
+        log_model_figures(self.tracker, trainer.cfg, trainer.model, trainer.valid, trainer.step_count)
 
-
-def run_evaluation(run_dir, cfg, model, bias, lengths, seed, batch_size, tracker, trained: dict):
-    """Accuracy at each length: printed, written to ``RUN_DIR/eval.json`` and tracked."""
-    from abcmini.evaluate import extrapolation_accuracy, write_eval_report
-
-    results = {}
-    for length in lengths:
-        start = time.perf_counter()
-        results[length] = extrapolation_accuracy(model, cfg.task, length, cfg.pad_width, seed, bias, cfg.aligned, batch_size)
-        console.print(f"length {length:>3}: {results[length]:.2%} ({time.perf_counter() - start:.1f}s)", highlight=False)
+    def evaluated(self, length, accuracy, seconds):
+        console.print(f"length {length:>3}: {accuracy:.2%} ({seconds:.1f}s)", highlight=False)
         sys.stdout.flush()
-    title = f"{cfg.task} · {cfg.label} · {'pad ' + str(cfg.pad_width) if cfg.pad_width else 'growing'} · seed {cfg.seed}"
+
+
+def print_calibration(result: dict, seconds: float) -> None:
+    import torch
+
+    from abcmini.biases import Calibrated
+
+    calibrated = Calibrated.from_state(result["bias"])
+    for kind, table in (("cross", calibrated.cross_attention), ("self", calibrated.self_attention)):
+        open_lines = torch.isfinite(table.values).sum(dim=(0, 2)).tolist()
+        console.print(f"{kind:>5}-attention: open lines per head {open_lines}; empty heads "
+                      f"{table.transparent.nonzero().flatten().tolist() or 'none'}", highlight=False)
+    console.print(f"calibrated {result['source']} on {result['calibration']['samples']} training inputs in {seconds:.1f}s", soft_wrap=True, highlight=False)
+
+
+def print_accuracy(record: dict) -> None:
+    title = f"{record['task']} · {record['method']} · {'pad ' + str(record['pad_width']) if record['pad_width'] else 'growing'} · seed {record['seed']}"
     table = Table(title=title)
     table.add_column("length", justify="right")
     table.add_column("exact match", justify="right")
-    for length, acc in results.items():
-        table.add_row(str(length), f"{100 * acc:.2f}%")
+    for length, acc in record["accuracy"].items():
+        table.add_row(length, f"{100 * acc:.2f}%")
     console.print(table)
-    tracker.extrapolation(results, title)
-    write_eval_report(run_dir, cfg, results, seed, trained)
 
 
-def log_model_figures(tracker, cfg, model, bias, example, step=None):
+def log_model_figures(tracker, cfg, model, example, step=None):
     """Attention heatmaps for a fixed input and the run's scaffold (ABS window / ABC bias), per head."""
     if tracker.run is None:
         return
     from abcmini.figures import attention_figures, bias_figures, close
     from abcmini.tasks import detokenize
 
-    figures = attention_figures(model, example, bias, cfg.label)
-    if bias is not None:
-        figures |= bias_figures(bias, example.tgt_out.shape[1], detokenize(example.src[0]), cfg.label)
+    figures = attention_figures(model, example, cfg.label)
+    if model.scaffold is not None:
+        figures |= bias_figures(model.scaffold, example.tgt_out.shape[1], detokenize(example.src[0]), cfg.label)
     tracker.images(figures, step=step)
     for fig in figures.values():
         close(fig)
 
 
-def parse_integers(text: str, option: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise UserError(f"{option} takes comma-separated integers, got {text!r}") from None
+@app.command()
+def train(
+    task: str = typer.Option("successor", help="successor | addition | nx1 | parity | parity_class"),
+    method: str = typer.Option("vanilla", help="vanilla | nope | rope | alibi | relative | abc, or ABS: +w=1 | +T=3 | NoPE+w=1 | vanilla+w=2+T=4 …"),
+    seed: int = typer.Option(0, help="Seed of the initialisation and batch order."),
+    recipe: str = typer.Option("paper", help="paper | quick | a recipe YAML file; every value below defaults to it."),
+    window: int = typer.Option(None, help="ABS window w (with a scheme as --method)."),
+    period: int = typer.Option(None, help="CPI period T: positions i mod T."),
+    preset: str = typer.Option(None, help="Model size: paper | cpu | tiny."),
+    enc_layers: int = typer.Option(None, help="Encoder depth (0: cross-attention reads the embedded input)."),
+    pe_scale: float = typer.Option(None, help="Amplitude of the sinusoidal encoding."),
+    pad_width: int = typer.Option(None, help="The fixed frame: operands padded to this many digits."),
+    growing: bool = typer.Option(False, "--growing", help="Growing geometry: the pad width follows the length."),
+    data_seed: int = typer.Option(None, help="Seed of the number pool and its train/validation split."),
+    steps: int = typer.Option(None, help="Step cap."),
+    stop_at: float = typer.Option(None, help="Stop once validation exact match reaches this."),
+    train_on: float = typer.Option(None, help="…then train on to this multiple of that step."),
+    batch_size: int = typer.Option(None, help="Examples per optimizer step."),
+    lr: float = typer.Option(None, help="Peak learning rate (warmup, cosine decay)."),
+    warmup: int = typer.Option(None, help="Warmup steps."),
+    eval_every: int = typer.Option(None, help="Validate and checkpoint every this many steps."),
+    valid_size: int = typer.Option(None, help="Validation examples."),
+    bias: str = typer.Option(None, help="Train with a bias file from abcmini calibrate."),
+    kappa_cross: float = typer.Option(None, help="ABC: cross-attention dropoff factor."),
+    kappa_self: float = typer.Option(None, help="ABC: self-attention dropoff factor."),
+    lengths: str = typer.Option(None, help="Test lengths after training, comma-separated."),
+    out: str = typer.Option(None, help="Run directory [default: runs/RECIPE/TASK/NAME]."),
+    source: str = typer.Option(None, help="ABC: the Vanilla run to calibrate (trained first if unfinished)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run in --out."),
+    threads: int = typer.Option(None, min=1, help="Torch threads [default: torch's]."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda"),
+    wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),
+    wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved configuration and exit."),
+):
+    """Train one cell of a recipe, evaluate it and write RUN_DIR/eval.json.
+
+    With --method abc: train Vanilla to interpolation (the source), calibrate its attention, retrain a fresh model with the bias; exactly what abcmini reproduce runs for the cell.
+    """
+    from abcmini import experiment as ex
+    from abcmini.pipeline import run_cell, use_threads
+    from abcmini.store import has_run
+
+    with user_errors():
+        chosen = ex.load_recipe(recipe)
+        cell = ex.Cell.of(task, method, seed, window, period)
+        overrides = {"preset": preset, "enc_layers": enc_layers, "pe_scale": pe_scale, "pad_width": pad_width, "data_seed": data_seed,
+                     "steps": steps, "stop_at": stop_at, "train_on": train_on, "batch_size": batch_size, "lr": lr, "warmup": warmup,
+                     "eval_every": eval_every, "valid_size": valid_size, "bias_file": bias and os.path.abspath(bias),
+                     "kappa_cross": kappa_cross, "kappa_self": kappa_self,
+                     "lengths": lengths and parse_integers(lengths, "--lengths", minimum=1)}
+        overrides = {key: value for key, value in overrides.items() if value is not None}
+        if growing:
+            if pad_width is not None:
+                raise UserError("--growing and --pad-width are alternatives; pass one")
+            overrides["pad_width"] = None
+        experiment = ex.resolve(chosen, cell, overrides)
+        root = os.path.join("runs", chosen.name)
+        if out == "":
+            raise UserError("--out is empty; name a run directory")
+        run_dir = out or ex.cell_dir(root, experiment)
+        source_dir = None
+        if experiment.source is not None:
+            source_dir = source or (ex.cell_dir(root, experiment.source_experiment()) if out is None else os.path.join(run_dir, "source"))
+        if resume and overwrite:
+            raise UserError("--resume and --overwrite contradict each other; pass one")
+        if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+            raise UserError(f"--out {run_dir!r} is a file, not a directory")
+        exists = has_run(run_dir)
+        if exists and not (resume or overwrite):
+            raise UserError(f"{run_dir!r} already holds a run; pass --resume to continue it or --overwrite to replace it")
+        if resume and not exists:
+            raise UserError(f"--resume: {run_dir!r} holds no run to continue")
+        if overwrite and os.path.isdir(run_dir) and not exists:
+            raise UserError(f"--overwrite: {run_dir!r} holds no abcmini run; refusing to delete it")
+        device = pick_device(device)
+    if dry_run:
+        console.print_json(data={"out": run_dir, "source": source_dir, "experiment": experiment.to_dict()})
+        return
+    if overwrite and exists:
+        shutil.rmtree(run_dir)
+    use_threads(threads)
+    with Tracker.start(wandb, run_dir, "train", tracking_config(experiment.to_dict(), experiment.run.label), wandb_project, group=experiment.identity) as tracker:
+        with user_errors():
+            record = run_cell(experiment, run_dir, source_dir, device, ConsoleHooks(tracker))
+        tracker.extrapolation({int(n): acc for n, acc in record["accuracy"].items()}, record["method"])
+    print_accuracy(record)
+
+
+@app.command("eval")
+def evaluate(
+    run_dir: str = typer.Argument(..., help="A run directory written by abcmini train."),
+    lengths: str = typer.Option(None, help="Comma-separated lengths in digits [default: the run's recipe's]."),
+    seed: int = typer.Option(None, help="Seed of the test sets [default: the run's recipe's]."),
+    batch_size: int = typer.Option(1000, min=1, help="Sequences decoded at once."),
+    wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),
+    wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda"),
+):
+    """Exact match by length on the seeded test sets; merges into RUN_DIR/eval.json."""
+    from abcmini.evaluate import pad_width_for
+    from abcmini.experiment import PAPER
+    from abcmini.pipeline import evaluate as evaluate_run
+    from abcmini.store import load_checkpoint, read_experiment
+    from abcmini.train import load_model
+
+    with user_errors():
+        experiment = read_experiment(run_dir) if os.path.isdir(run_dir) else None
+        wanted = parse_integers(lengths, "--lengths", minimum=1) if lengths else tuple((experiment or {}).get("lengths", PAPER.lengths))
+        test_seed = seed if seed is not None else (experiment or {}).get("test_seed", PAPER.test_seed)
+        state = load_checkpoint(run_dir)
+        cfg, model = load_model(state, pick_device(device))
+        for length in wanted:
+            pad_width_for(length, cfg.pad_width)
+    config = {**tracking_config(experiment, cfg.label), "lengths": list(wanted), "test_seed": test_seed} if experiment else {**cfg.to_dict(), "method": cfg.label}
+    group = f"{experiment['recipe']}/{experiment['cell']['task']}/{os.path.basename(os.path.normpath(run_dir))}" if experiment else None
+    with Tracker.start(wandb, run_dir, "eval", config, wandb_project, group=group) as tracker:
+        with user_errors():
+            record = evaluate_run(run_dir, experiment, cfg, model, state["history"], wanted, test_seed, ConsoleHooks(tracker), batch_size=batch_size)
+        tracker.extrapolation({n: record["accuracy"][str(n)] for n in wanted}, record["method"])
+    print_accuracy(record)
 
 
 @app.command("calibrate")
 def calibrate_command(
     run_dir: str = typer.Argument(..., help="A run that has interpolated (trained without scaffolding)."),
-    samples: int = typer.Option(1000, help="Training inputs decoded to average the attention over."),
-    kappa_cross: float = typer.Option(4.5, "--kappa-cross", "--kappa_cross", help="Dropoff factor κ for cross-attention: keep lines with d_l > μ + κσ."),
-    kappa_self: float = typer.Option(0.87, "--kappa-self", "--kappa_self", help="Dropoff factor κ for decoder self-attention."),
-    directions: str = typer.Option("1,-1,0", help="Line directions Δ (one row down, Δ columns right): 1 diagonal, -1 anti-diagonal, 0 vertical; any integers."),
-    cross_directions: str = typer.Option(None, "--cross-directions", "--cross_directions", help="Directions for cross-attention only (default: --directions); the reproduce recipe uses -1,0."),
-    min_accuracy: float = typer.Option(0.99, "--min-accuracy", "--min_accuracy", help="Refuse a run whose last validation exact match is below this."),
-    min_support: float = typer.Option(0.5, "--min-support", "--min_support", min=0.0, max=1.0, help="Extend only lines that cross at least this fraction of the trusted rows (0: every line, as in the paper's Algorithm 1)."),
-    layers: str = typer.Option("-1", help="Decoder layers whose attention is calibrated, comma-separated (-1: the last, as in the paper); several layers' lines are united."),
-    silent_empty: bool = typer.Option(False, "--silent-empty-heads/--transparent-empty-heads", "--silent_empty_heads/--transparent_empty_heads", help="A head where no line survives reads only the input's first token (silent) instead of everything (transparent, the paper's rule)."),
-    skip_start: bool = typer.Option(False, "--skip-start/--count-start", "--skip_start/--count_start", help="Average self-attention diagonals without their cell on the start token (SOS), where heads park attention; the start column keeps its vertical line."),
-    keep_padding: bool = typer.Option(False, "--keep-padding/--drop-padding", "--keep_padding/--drop_padding", help="Keep the lines that read padding (the zeros in front of a number), as the paper does: cross-attention lines that read a real token on fewer than --min-support of the trusted rows, and verticals on a column that is padding in some calibration input."),
-    seed: int = typer.Option(0, help="Seed of the subset of training inputs."),
-    out: str = typer.Option(None, help="Bias file to write (default RUN_DIR/abc_bias.pt); heatmap PNGs go beside it."),
-    wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline unless an API key is configured)."),
-    wandb_project: str = typer.Option(None, "--wandb-project", "--wandb_project", help="wandb project (default $WANDB_PROJECT or abcmini)."),
+    recipe: str = typer.Option(None, help="Recipe whose calibration settings apply [default: the run's, else paper]."),
+    layers: str = typer.Option(None, help="Decoder layers to calibrate, comma-separated (-1: the last)."),
+    directions: str = typer.Option(None, help="Self-attention directions Δ: 1 diagonal, -1 anti-diagonal, 0 vertical."),
+    cross_directions: str = typer.Option(None, help="Cross-attention directions Δ."),
+    kappa_cross: float = typer.Option(None, help="Cross-attention dropoff factor: keep d_l > μ + κσ."),
+    kappa_self: float = typer.Option(None, help="Self-attention dropoff factor."),
+    min_support: float = typer.Option(None, help="Extend only lines crossing this fraction of the trusted rows (0: all)."),
+    drop_padding: bool = typer.Option(None, "--drop-padding/--keep-padding", help="Drop lines that read padding."),
+    empty: str = typer.Option(None, help="A head with no line: silent (reads the start marker) | transparent."),
+    skip_start: bool = typer.Option(None, "--skip-start/--count-start", help="Average diagonals without their SOS cell."),
+    samples: int = typer.Option(None, help="Training inputs decoded to average the attention over."),
+    seed: int = typer.Option(None, help="Seed of that subset."),
+    min_accuracy: float = typer.Option(None, help="Refuse a run below this validation exact match."),
+    out: str = typer.Option(None, help="Bias file to write [default: RUN_DIR/abc_bias.pt]; heatmaps go beside it."),
+    wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),
+    wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
 ):
-    """ABC: average the last decoder layer's attention of an interpolating model and turn it into
-    line-table biases usable at any length (`abcmini train --bias FILE`)."""
+    """ABC: average an interpolating model's attention and turn it into line-table biases usable at any length (train --bias FILE)."""
+    from dataclasses import asdict, replace
+
+    from abcmini import experiment as ex
+    from abcmini.biases import Calibrated
+    from abcmini.calibrate import calibrate_run
+    from abcmini.figures import calibration_figures
+    from abcmini.store import load_checkpoint, read_experiment
+
     with user_errors():
-        import torch
-
-        from abcmini.calibrate import Calibrated, calibrate_run
-        from abcmini.figures import calibration_figures
-
-        deltas, cross_deltas = parse_integers(directions, "--directions"), parse_integers(cross_directions or directions, "--cross-directions")
+        recorded = read_experiment(run_dir) if os.path.isdir(run_dir) else None
+        name = recipe or (recorded or {}).get("recipe") or "paper"
+        chosen = ex.load_recipe(name if name in ex.RECIPES or recipe else "paper")
+        task = load_checkpoint(run_dir)["config"]["task"]
+        given = {"layers": layers and parse_integers(layers, "--layers"), "self_directions": directions and parse_integers(directions, "--directions"),
+                 "cross_directions": cross_directions and parse_integers(cross_directions, "--cross-directions"),
+                 "kappa_cross": kappa_cross, "kappa_self": kappa_self, "min_support": min_support, "drop_padding": drop_padding,
+                 "empty": empty, "skip_start": skip_start, "samples": samples, "seed": seed, "min_accuracy": min_accuracy}
+        settings = replace(chosen.calibration_for(task), **{k: v for k, v in given.items() if v is not None})
         path = out or os.path.join(run_dir, "abc_bias.pt")
         start = time.perf_counter()
-        result = calibrate_run(run_dir, path, samples, kappa_cross, kappa_self, deltas, seed, min_accuracy, min_support,
-                               parse_integers(layers, "--layers"), cross_deltas, not keep_padding, not silent_empty, skip_start)
-    cfg, example = result["config"], result["example"]
-    self_avg, cross_avg = result["attention"]["self"], result["attention"]["cross"]
-    calibrated = Calibrated.from_state(result["bias"])
+        result = calibrate_run(run_dir, path, settings)
     seconds = time.perf_counter() - start
-    for kind, table in (("cross", calibrated.cross_attention), ("self", calibrated.self_attention)):
-        open_lines = torch.isfinite(table.values).sum(dim=(0, 2)).tolist()
-        console.print(f"{kind:>5}-attention: open lines per head {open_lines}; transparent heads "
-                      f"{table.transparent.nonzero().flatten().tolist() or 'none'}", highlight=False)
-    console.print(f"calibrated on {samples} training inputs in {seconds:.1f}s → {path}", soft_wrap=True)
-    pngs = calibration_figures(os.path.dirname(os.path.abspath(path)), cfg.task, self_avg, cross_avg, calibrated, example, result["layers"])
-    console.print(f"heatmaps: {', '.join(os.path.basename(p) for p in pngs.values())}", soft_wrap=True, highlight=False)
-    settings = {**cfg.tracking_config(), "kappa_cross": kappa_cross, "kappa_self": kappa_self, "directions": list(deltas), "cross_directions": list(cross_deltas), "min_support": min_support, "layers": result["layers"], "drop_padding": not keep_padding, "transparent_empty": not silent_empty, "skip_start": skip_start, "samples": samples}
-    with Tracker.start(wandb, run_dir, "calibrate", settings, wandb_project) as tracker:
+    console.print(f"recipe {chosen.name}'s calibration for {task}: {asdict(settings)}", soft_wrap=True, highlight=False)
+    print_calibration(result, seconds)
+    pngs = calibration_figures(os.path.dirname(os.path.abspath(path)), task, result["attention"]["self"], result["attention"]["cross"],
+                               Calibrated.from_state(result["bias"]), result["example"], settings.layers)
+    console.print(f"→ {path}; heatmaps: {', '.join(os.path.basename(p) for p in pngs.values())}", soft_wrap=True, highlight=False)
+    config = {**result["config"].to_dict(), "method": result["config"].label, "recipe": chosen.name,
+              "source": os.path.abspath(run_dir), "calibration": result["calibration"]}
+    with Tracker.start(wandb, run_dir, "calibrate", config, wandb_project) as tracker:
         tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
         tracker.summary({"calibration/seconds": seconds})
 
 
+@app.command("recipe")
+def recipe_command(name: str = typer.Argument("paper", help="paper | quick | a recipe YAML file.")):
+    """Print a recipe: every value and the reason for it."""
+    from abcmini.experiment import load_recipe
+
+    with user_errors():
+        chosen = load_recipe(name)
+    table = Table(title=f"recipe {chosen.name}")
+    for column in ("field", "value", "why"):
+        table.add_column(column, overflow="fold")
+    for field, value, reason in chosen.reasons():
+        table.add_row(field, str(value), reason)
+    console.print(table)
+
+
 @app.command("report")
 def report_command(
-    runs_dir: str = typer.Argument("runs", help="Directory searched (recursively) for evaluated runs (eval.json)."),
-    out: str = typer.Option(None, help="Where report.md and accuracy_<task>.png go (default RUNS_DIR)."),
+    runs_dir: str = typer.Argument("runs", help="Directory searched (recursively) for result records (eval.json)."),
+    out: str = typer.Option(None, help="Markdown page to write, figures beside it [default: RUNS_DIR/report.md]."),
+    readme: str = typer.Option(None, help="Also fill this file's headline block (README.md) from the same records."),
 ):
-    """The paper-style table (task × method × length, the paper's numbers beside ours) and one
-    accuracy-vs-length figure per task, from finished runs."""
-    from abcmini.report import collect, costs, figures, markdown, summarize
+    """Both of the paper's tables (ours beside the paper's), training cost and one accuracy-vs-length figure per task."""
+    from abcmini.report import collect, with_headline, write_report
+    from abcmini.store import atomic_write
 
     with user_errors():
         if not os.path.isdir(runs_dir):
             raise UserError(f"runs directory {runs_dir!r} does not exist")
-        results = collect(runs_dir)
-        if not results:
-            raise UserError(f"no evaluated runs (eval.json) under {runs_dir!r}; run `abcmini eval RUN_DIR` first")
-    out = out or runs_dir
-    os.makedirs(out, exist_ok=True)
-    cells = summarize(results)
-    text = f"{markdown(cells)}\n## Training cost\n\n{costs(results)}"
-    with open(os.path.join(out, "report.md"), "w") as f:
-        f.write(text)
-    pngs = figures(cells, out)
+        out = out or os.path.join(runs_dir, "report.md")
+        text, pngs = write_report(runs_dir, out)
+        if readme:
+            with open(readme) as f:
+                filled = with_headline(f.read(), collect(runs_dir))
+            atomic_write(readme, lambda f: f.write(filled.encode()))
     console.print(text, highlight=False, soft_wrap=True)
-    console.print(f"{len(results)} runs → {os.path.join(out, 'report.md')}, {', '.join(os.path.basename(p) for p in pngs)}", highlight=False, soft_wrap=True)
+    console.print(f"→ {out}, {', '.join(os.path.basename(p) for p in pngs)}{', ' + readme if readme else ''}", highlight=False, soft_wrap=True)
 
 
 @app.command("reproduce")
 def reproduce_command(
+    recipe: str = typer.Option("paper", help="paper | quick | a recipe YAML file."),
     tasks: str = typer.Option("successor,addition,nx1,parity", help="Comma-separated tasks."),
     methods: str = typer.Option("vanilla,alibi,rope,abc,+w=1,+T=3,NoPE+w=1", help="Comma-separated methods of the paper's two tables."),
     seeds: str = typer.Option("0,1,2", help="Comma-separated seeds; tables report the median and range."),
-    quick: bool = typer.Option(False, help="Small but real: Successor, Vanilla vs ABC, pad width 24, lengths to 20, one seed."),
-    out: str = typer.Option("runs/reproduce", help="Root of the run directories, report.md and figures."),
-    workers: int = typer.Option(2, min=1, help="Jobs trained side by side (one thread each)."),
+    quick: bool = typer.Option(False, help="Small but real: recipe quick, Successor, Vanilla and ABC, seed 0."),
+    out: str = typer.Option(None, help="Root of the runs, report.md and figures [default: runs/RECIPE]."),
+    workers: int = typer.Option(2, min=1, help="Cells trained side by side (one thread each)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print every cell's resolved configuration and exit."),
 ):
-    """The paper end to end: baselines, ABS, train to interpolation → calibrate → retrain (ABC),
-    evaluation at the paper's lengths, both tables and Figure 1. Resumes where it stopped."""
-    from abcmini.reproduce import ABS_TASKS, MAIN_TASKS, QUICK, Recipe, plan, read_invocations, run_all, run_config
-    from abcmini.report import collect, costs, figures, markdown, summarize, wall_time
+    """The paper end to end: every cell of both tables through the same path as abcmini train, then the tables and figures. Resumes where it stopped."""
+    from abcmini.experiment import load_recipe
+    from abcmini.report import write_report
+    from abcmini.reproduce import plan, read_invocations, run_all, table_cells
 
     with user_errors():
         if quick:
-            task_list, method_list, seed_list, recipe = ["successor"], ["vanilla", "abc"], [0], QUICK
-            out = out if out != "runs/reproduce" else "runs/quick"
-        else:
-            task_list, method_list, seed_list, recipe = tasks.split(","), methods.split(","), parse_lengths(seeds, "--seeds", 0), Recipe()
-        jobs = plan(task_list, method_list, seed_list, out)
-        for job in jobs:  # validate every cell before hours of training
-            run_config(job, recipe)
-    console.print(f"[bold]reproduce[/] {len(jobs)} runs · {', '.join(task_list)} · {', '.join(method_list)} · seeds {seed_list} "
-                  f"· pad width {recipe.pad_width} · {workers} workers → {out}", soft_wrap=True)
+            recipe, tasks, methods, seeds = "quick", "successor", "vanilla,abc", "0"
+        chosen = load_recipe(recipe)
+        out = out or os.path.join("runs", chosen.name)
+        seed_list = parse_integers(seeds, "--seeds", minimum=0)
+        jobs = plan(chosen, table_cells(tasks.split(","), methods.split(","), seed_list), out)
+    if dry_run:
+        console.print_json(data=[{"out": job.run_dir, "source": job.source_dir, "experiment": job.experiment.to_dict()} for job in jobs])
+        return
+    console.print(f"[bold]reproduce[/] {len(jobs)} runs · recipe {chosen.name} · {tasks} · {methods} · seeds {list(seed_list)} "
+                  f"· {workers} workers → {out}", soft_wrap=True)
     start = time.perf_counter()
 
     def on_done(job, result):
         if "error" in result:
-            errors.print(f"[red]{job.task} {job.method} seed {job.seed}: {result['error']}[/]", soft_wrap=True)
+            errors.print(f"[red]{job.cell.task} {job.cell.method} seed {job.cell.seed}: {result['error']}[/]", soft_wrap=True, highlight=False)
+            if "traceback" in result:
+                errors.print(result["traceback"], soft_wrap=True, highlight=False, markup=False)
         else:
             accs = " ".join(f"{n}:{100 * a:.1f}" for n, a in result["accuracy"].items())
-            console.print(f"{time.perf_counter() - start:7.0f}s  {job.task:<9} {result['method']:<16} s{job.seed}  "
+            console.print(f"{time.perf_counter() - start:7.0f}s  {job.cell.task:<9} {result['method']:<16} s{job.cell.seed}  "
                           f"{result['train_steps']} steps {result['train_seconds']:.0f}s  {accs}", highlight=False, soft_wrap=True)
         sys.stdout.flush()
 
-    results = run_all(jobs, recipe, workers, on_done)
-    finished = collect(out)
-    cells = summarize(finished)
-    main_rows = [(t, m) for t in MAIN_TASKS for m in ("vanilla", "alibi", "rope", "nope+abc")]
-    abs_rows = [(t, m) for t in ABS_TASKS for m in ("vanilla", "vanilla+w=1", "vanilla+w=1+T=3", "nope+w=1")]
-    text = (f"## Main table (paper: results-table)\n\n{markdown(cells, [n for n in (6, 10, 20, 60) if n in recipe.lengths], main_rows)}\n"
-            f"## ABS table (paper: tab.abs)\n\n{markdown(cells, recipe.lengths, abs_rows)}\n"
-            f"## Training cost\n\n{costs(finished)}\n"
-            f"## Wall time\n\n{wall_time(read_invocations(out))}")
-    with open(os.path.join(out, "report.md"), "w") as f:
-        f.write(text)
-    pngs = figures(cells, out)
+    results = run_all(jobs, workers, on_done)
+    with user_errors():
+        text, pngs = write_report(out, os.path.join(out, "report.md"), read_invocations(out))
     console.print(text, highlight=False, soft_wrap=True)
     failed = sum("error" in r for r in results)
     console.print(f"reproduce: {len(results) - failed} runs done, {failed} failed, {time.perf_counter() - start:.0f}s → "
@@ -417,10 +463,9 @@ def reproduce_command(
 def sweep_command(
     file: str = typer.Argument(..., help="A wandb sweep YAML (program: cli.py), e.g. sweeps/paper-grid.yaml."),
     count: int = typer.Option(None, min=1, help="Run at most this many (required for random and bayes searches)."),
-    dry_run: bool = typer.Option(False, "--dry-run", "--dry_run", help="Print the command of every run and exit."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the command of every run and exit."),
 ):
-    """Run a sweep with no wandb server: wandb's sweep engine expands it locally and the runs go
-    one after another, each exactly the command `wandb agent` would run."""
+    """Run a sweep with no wandb server: wandb's sweep engine expands it locally and the runs go one after another, each exactly the command wandb agent would run."""
     import subprocess
 
     from abcmini.sweep import command_line, expand, load_sweep

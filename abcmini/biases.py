@@ -1,13 +1,19 @@
-"""Attention biases: ABS windows (paper appendix, "Windowed Attention Biasing").
+"""Attention bias scaffolds, added to the pre-softmax scores of every decoder layer: ABS
+windows (paper appendix, "Windowed Attention Biasing") and ABC's calibrated line tables (paper
+§4 and §6.1). A scaffold is asked for the size it must cover, ``scaffold(n_q, n_src, device) →
+(self_bias, cross_bias)``, so one scaffold serves training, every test length and every step of
+cached decoding.
 
-A bias is 0 where attention is open and −inf where it is closed, added to the pre-softmax
-scores of every decoder layer. It is built for any query/key size, so the same scaffold serves
-training, every test length and every step of cached decoding (which slices rows).
+Both hold 0 where attention is open and −inf where it is closed, and follow one no-NaN rule:
+every row keeps at least one open cell (ABS: the key nearest to its window; ABC: column 0, the
+input's start marker or SOS).
 
-No-NaN rule: a row whose window falls entirely outside the keys gets the key nearest to its
-window opened instead: column 0 (the ``$`` or operator that starts the input) for the rows past
-the most significant digit, the last column for a ``w = 0`` unary window that starts past the
-end. Every row therefore has an open cell.
+ABC's line tables: a direction ``(1, Δ)`` moves one row down and ``Δ`` columns right. Every cell
+``(i, j)`` of an ``m × n`` matrix lies on one line of each direction, with index ``j − Δ·i``,
+counted from the top-left corner for Δ > 0 and from the top-right corner (minus ``n − 1``) for
+Δ ≤ 0, so that the least-significant-digit corners line up when the matrix grows (the footnote
+of the paper's Algorithm 1). A cell takes its line's value in each direction (−inf for a line
+never observed or dropped) and the directions merge by element-wise max.
 """
 
 from dataclasses import dataclass
@@ -52,12 +58,6 @@ def window_cross_bias(n_q: int, n_k: int, w: int, binary: bool = False, device=N
     return torch.zeros(n_q, n_k, device=device).masked_fill(closed, NEG_INF)
 
 
-def materialize(bias, n_q: int, n_src: int, device=None):
-    """``(self_bias, cross_bias)`` of a scaffold (ABS ``Window`` or ABC ``Calibrated``) for an
-    ``n_q``-token output and ``n_src``-token input; ``(None, None)`` without one."""
-    return bias(n_q, n_src, device) if bias is not None else (None, None)
-
-
 @dataclass(frozen=True)
 class Window:
     """The ABS scaffold with window ``w``: decoder self- and cross-attention biases."""
@@ -71,3 +71,94 @@ class Window:
             rearrange(window_self_bias(n_q, n_q, self.w, device), "q k -> 1 q k"),
             rearrange(window_cross_bias(n_q, n_src, self.w, self.binary, device), "q k -> 1 q k"),
         )
+
+
+# ---------------------------------------------------------------- ABC line tables
+
+
+def line_ids(n_q: int, n_k: int, delta: int, right: bool = True, device=None) -> torch.Tensor:
+    """``[q k]`` index of the line of direction ``(1, Δ)`` through each cell.
+
+    ``right``: lines with Δ ≤ 0 are counted from the top-right corner (cross-attention, whose
+    least significant input digit is the last column). Decoder self-attention has its least
+    significant digit at the top-left for both axes, so there every direction counts from there.
+    """
+    i = rearrange(torch.arange(n_q, device=device), "q -> q 1")
+    j = rearrange(torch.arange(n_k, device=device), "k -> 1 k")
+    return j - delta * i - (n_k - 1 if right and delta <= 0 else 0)
+
+
+@dataclass
+class LineBias:
+    """A calibrated bias: ``values [directions heads lines]`` (−inf padded) with line offsets."""
+
+    deltas: tuple[int, ...]
+    firsts: tuple[int, ...]  # line index of column 0 of ``values``, per direction
+    values: torch.Tensor
+    right: bool = True  # Δ ≤ 0 lines anchored at the top-right corner (see ``line_ids``)
+    # a head with no line: transparent (all zeros, the paper's rule) or silent (all closed, so the
+    # no-NaN rule opens column 0 only: the start marker, the same token at every length)
+    transparent_empty: bool = True
+
+    def union(self, other: "LineBias") -> "LineBias":
+        """Both biases' lines at once (materialized, they merge by max like directions do): how
+        the calibrations of several decoder layers combine into one bias."""
+        if self.right != other.right:
+            raise ValueError("cannot unite a cross-attention bias with a self-attention bias")
+        width = max(self.values.shape[-1], other.values.shape[-1])
+        pad = lambda v: torch.nn.functional.pad(v, (0, width - v.shape[-1]), value=NEG_INF)  # noqa: E731
+        return LineBias(self.deltas + other.deltas, self.firsts + other.firsts,
+                        torch.cat([pad(self.values), pad(other.values)]), self.right, self.transparent_empty)
+
+    @property
+    def transparent(self) -> torch.Tensor:
+        """``[heads]``: heads where no line survived the dropoff (they get an all-zero bias)."""
+        return ~torch.isfinite(self.values).any(dim=-1).any(dim=0)
+
+    def __call__(self, n_q: int, n_k: int, device=None) -> torch.Tensor:
+        """Materialize the ``[h q k]`` bias for an ``n_q × n_k`` attention matrix."""
+        lines = self.values.shape[-1]
+        values = torch.nn.functional.pad(self.values.to(device), (0, 1), value=NEG_INF)  # column `lines`: unknown
+        merged = torch.full((values.shape[1], n_q, n_k), NEG_INF, device=device)
+        for table, delta, first in zip(values, self.deltas, self.firsts):
+            ids = line_ids(n_q, n_k, delta, self.right, device) - first
+            ids = ids.masked_fill((ids < 0) | (ids >= lines), lines)
+            cell = rearrange(table.index_select(1, rearrange(ids, "q k -> (q k)")), "h (q k) -> h q k", q=n_q)
+            merged = torch.maximum(merged, cell)
+        if self.transparent_empty:
+            merged[self.transparent.to(device)] = 0.0
+        empty = ~torch.isfinite(merged).any(dim=-1)  # no-NaN rule, as for ABS: open column 0
+        merged[..., 0] = merged[..., 0].masked_fill(empty, 0.0)
+        return merged
+
+    def state(self) -> dict:
+        return {"deltas": list(self.deltas), "firsts": list(self.firsts), "values": self.values, "right": self.right,
+                "transparent_empty": self.transparent_empty}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "LineBias":
+        return cls(tuple(state["deltas"]), tuple(state["firsts"]), state["values"], state["right"], state["transparent_empty"])
+
+
+@dataclass
+class Calibrated:
+    """The ABC biases of one model: decoder self- and cross-attention line tables."""
+
+    self_attention: LineBias
+    cross_attention: LineBias
+
+    def __call__(self, n_q: int, n_src: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(self_bias [h q q], cross_bias [h q s])``; the model adds the causal mask itself."""
+        return self.self_attention(n_q, n_q, device), self.cross_attention(n_q, n_src, device)
+
+    def state(self) -> dict:
+        return {"self": self.self_attention.state(), "cross": self.cross_attention.state()}
+
+    def union(self, other: "Calibrated") -> "Calibrated":
+        return Calibrated(self.self_attention.union(other.self_attention), self.cross_attention.union(other.cross_attention))
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Calibrated":
+        return cls(LineBias.from_state(state["self"]), LineBias.from_state(state["cross"]))
+
+

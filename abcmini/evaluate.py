@@ -1,13 +1,13 @@
-"""Batched greedy decoding and exact-match accuracy per length."""
+"""Batched exact-match accuracy, and the seeded extrapolation test per length."""
 
 import torch
 
-from abcmini.biases import materialize
+from abcmini.errors import UserError
 from abcmini.model import Transformer
 from abcmini.tasks import POOL_DIGITS, Example, extrapolation_operands, format_task
 
 
-class GeometryError(ValueError):
+class GeometryError(UserError):
     pass
 
 
@@ -24,46 +24,26 @@ def pad_width_for(length: int, fixed_pad_width: int | None) -> int:
 
 
 @torch.no_grad()
-def exact_match(model: Transformer, example: Example, bias=None, batch_size: int = 1000) -> torch.Tensor:
+def exact_match(model: Transformer, example: Example, batch_size: int = 1000) -> torch.Tensor:
     """``[n]`` booleans: whether greedy decoding reproduces each whole target (EOS included).
 
     One teacher-forced pass per batch, no sequential decoding: by induction on the steps, greedy
     decoding emits the target exactly when the model, fed the target's first ``t`` tokens,
-    predicts token ``t + 1`` at every ``t``. ``bias`` (optional) maps ``(n_q, n_src, device)``
-    to ``(self_bias, cross_bias)``.
+    predicts token ``t + 1`` at every ``t``.
     """
     model.eval()
     device = next(model.parameters()).device
-    self_bias, cross_bias = materialize(bias, example.tgt_out.shape[1], example.src.shape[1], device)
     hits = []
     for start in range(0, len(example.src), batch_size):
         batch = slice(start, start + batch_size)
-        logits, _ = model(example.src[batch].to(device), example.tgt_in[batch].to(device), self_bias, cross_bias)
+        logits, _ = model(example.src[batch].to(device), example.tgt_in[batch].to(device))
         hits.append((logits.argmax(-1) == example.tgt_out[batch].to(device)).all(dim=1).cpu())
     return torch.cat(hits)
 
 
 def extrapolation_accuracy(model, task: str, length: int, fixed_pad_width: int | None, seed: int,
-                           bias=None, aligned: bool = False, batch_size: int = 1000) -> float:
+                           aligned: bool = False, batch_size: int = 1000) -> float:
     """Accuracy on the seeded test set of numbers with exactly ``length`` digits."""
     a, b = extrapolation_operands(task, length, seed)
     example = format_task(task, a, b, pad_width_for(length, fixed_pad_width), aligned)
-    return exact_match(model, example, bias, batch_size).float().mean().item()
-
-
-EVAL_FILE = "eval.json"
-
-
-def write_eval_report(run_dir: str, cfg, accuracy: dict, test_seed: int, trained: dict, **extra) -> dict:
-    """``RUN_DIR/eval.json``: accuracy per length with the run's identity and training cost
-    (what ``abcmini report`` reads). ``trained`` is the run's last history entry."""
-    import json
-    import os
-
-    report = {"task": cfg.task, "method": cfg.label, "scheme": cfg.scheme, "window": cfg.window, "period": cfg.period,
-              "pad_width": cfg.pad_width, "seed": cfg.seed, "test_seed": test_seed, "train_steps": trained.get("step"),
-              "train_seconds": trained.get("seconds"), "valid_acc": trained.get("valid_acc"), **extra,
-              "accuracy": {str(n): acc for n, acc in accuracy.items()}}
-    with open(os.path.join(run_dir, EVAL_FILE), "w") as f:
-        json.dump(report, f, indent=2)
-    return report
+    return exact_match(model, example, batch_size).float().mean().item()

@@ -5,12 +5,18 @@ as a PNG and/or hands to the tracker, then closes with ``close``.
 """
 
 import math
+import os
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
+from einops import rearrange  # noqa: E402
+
+from abcmini.calibrate import average_attention  # noqa: E402
+from abcmini.store import atomic_write  # noqa: E402
+from abcmini.tasks import Example, detokenize  # noqa: E402
 
 CLOSED = "#d0d0d0"  # colour of −inf (closed) cells: visibly not part of the colour scale
 
@@ -71,7 +77,7 @@ def accuracy_curves(curves: dict[str, dict[int, float]], title: str) -> plt.Figu
 
 
 def save(fig: plt.Figure, path: str) -> str:
-    fig.savefig(path, dpi=110)
+    atomic_write(path, lambda f: fig.savefig(f, dpi=110, format="png"))
     return path
 
 
@@ -84,13 +90,10 @@ def close(fig: plt.Figure) -> None:
 ROWS = "output digit (least significant first)"
 
 
-def attention_figures(model, example, bias, title: str) -> dict[str, plt.Figure]:
+def attention_figures(model, example, title: str) -> dict[str, plt.Figure]:
     """Last decoder layer's cross- and self-attention per head for the first input of ``example``."""
-    from abcmini.calibrate import average_attention
-    from abcmini.tasks import Example, detokenize
-
     one = Example(example.src[:1], example.tgt_in[:1], example.tgt_out[:1])
-    (self_map,), (cross_map,) = average_attention(model, one, one.tgt_out.shape[1], bias)
+    (self_map,), (cross_map,) = average_attention(model, one, one.tgt_out.shape[1])
     tokens = detokenize(one.src[0])
     return {
         "attention/cross": heatmap_grid(cross_map, f"{title}: cross-attention on {tokens}", ROWS, "input token", tokens, "probability"),
@@ -100,9 +103,7 @@ def attention_figures(model, example, bias, title: str) -> dict[str, plt.Figure]
 
 def bias_figures(bias, n_q: int, src_tokens: str, title: str) -> dict[str, plt.Figure]:
     """A scaffold (ABS window or ABC bias) materialized for one geometry, per head."""
-    from abcmini.biases import materialize
-
-    self_bias, cross_bias = materialize(bias, n_q, len(src_tokens))
+    self_bias, cross_bias = bias(n_q, len(src_tokens))
     return {
         "bias/cross": heatmap_grid(cross_bias, f"{title}: cross-attention bias", ROWS, "input token", src_tokens, "bias"),
         "bias/self": heatmap_grid(self_bias, f"{title}: self-attention bias", ROWS, "output position read", None, "bias"),
@@ -113,12 +114,6 @@ def calibration_figures(directory: str, task: str, self_avg, cross_avg, calibrat
     """PNG heatmaps per head, written to ``directory/abc_<name>.png``: the averaged attention
     ``Ā [layers h q k]`` (trusted rows) of the calibrated ``layers`` and the bias at the
     calibration geometry, cross and self."""
-    import os
-
-    from einops import rearrange
-
-    from abcmini.tasks import detokenize
-
     tokens = detokenize(example.src[0])
     self_bias, cross_bias = calibrated(example.tgt_out.shape[1], len(tokens))
     names = [f"layer {layer} head {h}" for layer in layers for h in range(self_avg.shape[1])] if len(layers) > 1 else None

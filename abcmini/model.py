@@ -4,6 +4,8 @@
   when asked, returns the attention probabilities (no hooks, no patching).
 - Pre-LayerNorm blocks; 0 encoder layers means cross-attention reads the embedded input
   directly (what the authors' code does).
+- The model owns its scaffold (an ABS window or ABC's line tables, ``abcmini.biases``) and asks
+  it for the size each pass needs.
 - ``greedy`` decodes a batch with a key/value cache: step ``t`` runs the decoder on one token
   and reads the cached keys/values of tokens ``< t``.
 """
@@ -126,8 +128,7 @@ class Attention(nn.Module):
             probs = probs if need_weights else None
         else:
             probs = None
-            # a [q k] or [b h q k] mask keeps PyTorch's fused CPU kernel; a [h q k] one (ABS windows, ABC)
-            # falls back to the unfused math path: 2.8-2.9x slower on Parity's 214 tokens (benchmarks/bench.py --only mask)
+            # a [q k] or [b h q k] mask keeps PyTorch's fused CPU kernel; a [h q k] one would not (docs/benchmarks.md)
             mask = None if bias is None else bias.to(q.dtype)[(None,) * (4 - bias.dim())]
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
         return self.to_out(rearrange(out, "b h n d -> b n (h d)")), probs
@@ -171,9 +172,12 @@ class DecoderLayer(nn.Module):
 
 
 class Transformer(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    """``scaffold(n_q, n_src, device) → (self_bias, cross_bias)`` (optional) is added in every
+    decoder layer; its biases are kept per size, since training batches share one shape."""
+
+    def __init__(self, cfg: ModelConfig, scaffold=None):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.scaffold, self._biases = cfg, scaffold, {}
         inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
         self.embed = nn.Embedding(len(VOCAB), cfg.d_model)
         self.encoder = nn.ModuleList(EncoderLayer(cfg, inner) for _ in range(cfg.enc_layers))
@@ -181,6 +185,17 @@ class Transformer(nn.Module):
         self.decoder = nn.ModuleList(DecoderLayer(cfg, inner) for _ in range(cfg.dec_layers))
         self.dec_norm = nn.LayerNorm(cfg.d_model)
         self.to_logits = nn.Linear(cfg.d_model, len(VOCAB))
+
+    def biases(self, n_q: int, n_src: int, device) -> tuple:
+        """The scaffold's ``(self_bias, cross_bias)`` for an ``n_q``-token output and ``n_src``-token input."""
+        if self.scaffold is None:
+            return None, None
+        key = (n_q, n_src, str(device))
+        if key not in self._biases:
+            if len(self._biases) >= 8:
+                self._biases.clear()
+            self._biases[key] = self.scaffold(n_q, n_src, device)
+        return self._biases[key]
 
     def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """Token embedding (``N(0, 1)`` entries), plus ``pe_scale`` times the sinusoidal encoding
@@ -198,10 +213,11 @@ class Transformer(nn.Module):
             x = layer(x, pos)
         return self.enc_norm(x)
 
-    def decode(self, tgt_in, memory, self_bias=None, cross_bias=None, need_weights=False):
-        """Teacher-forced decoder pass. Biases are ``[h T T]`` / ``[h T S]`` (or broadcastable);
-        the causal mask is added here. Returns logits ``[b T vocab]`` and per-layer attention."""
+    def decode(self, tgt_in, memory, need_weights=False):
+        """Teacher-forced decoder pass with the scaffold's biases and the causal mask.
+        Returns logits ``[b T vocab]`` and per-layer attention."""
         n, device = tgt_in.shape[1], tgt_in.device
+        self_bias, cross_bias = self.biases(n, memory.shape[1], device)
         pos, mem_pos = self.positions(n, device=device), self.positions(memory.shape[1], device=device)
         self_bias = _add(self_bias, causal_bias(n, n, device=device))
         x, attention = self.embed_tokens(tgt_in, pos), []
@@ -210,23 +226,21 @@ class Transformer(nn.Module):
             attention.append(probs)
         return self.to_logits(self.dec_norm(x)), attention
 
-    def forward(self, src, tgt_in, self_bias=None, cross_bias=None, need_weights=False):
-        return self.decode(tgt_in, self.encode(src), self_bias, cross_bias, need_weights)
+    def forward(self, src, tgt_in, need_weights=False):
+        return self.decode(tgt_in, self.encode(src), need_weights)
 
     @torch.no_grad()
-    def greedy(self, src, steps: int, self_bias=None, cross_bias=None, use_cache: bool = True) -> torch.Tensor:
-        """Greedy decoding of ``steps`` tokens after SOS: ``[b steps]``.
-
-        ``self_bias``/``cross_bias`` cover the full output (``[h steps steps]``/``[h steps S]``);
-        each step uses its own row.
-        """
+    def greedy(self, src, steps: int, use_cache: bool = True) -> torch.Tensor:
+        """Greedy decoding of ``steps`` tokens after SOS: ``[b steps]``; step ``t`` uses row ``t``
+        of the scaffold's biases for the full output."""
         memory = self.encode(src)
         tokens = torch.full((src.shape[0], steps + 1), SOS, dtype=torch.long, device=src.device)
         if not use_cache:
             for t in range(steps):
-                logits, _ = self.decode(tokens[:, : t + 1], memory, _rows(self_bias, 0, t + 1, t + 1), _rows(cross_bias, 0, t + 1))
+                logits, _ = self.decode(tokens[:, : t + 1], memory)
                 tokens[:, t + 1] = logits[:, -1].argmax(-1)
             return tokens[:, 1:]
+        self_bias, cross_bias = self.biases(steps, memory.shape[1], src.device)
         caches = [(KVCache(), KVCache(static=True)) for _ in self.decoder]
         mem_pos = self.positions(memory.shape[1], device=src.device)
         k_pos_all = self.positions(steps, device=src.device)

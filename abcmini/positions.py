@@ -12,13 +12,15 @@ import torch
 from einops import rearrange
 from torch import nn
 
+from abcmini.errors import UserError
+
 SCHEMES = ("vanilla", "nope", "rope", "alibi", "relative")
 IN_ATTENTION = ("rope", "alibi", "relative")  # act inside self-attention, not on the embeddings
 
 
 def check_scheme(scheme: str) -> None:
     if scheme not in SCHEMES:
-        raise ValueError(f"unknown positional scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+        raise UserError(f"unknown positional scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
 
 
 def cyclic_positions(n: int, period: int = 0, offset: int = 0, device=None) -> torch.Tensor:

@@ -1,26 +1,67 @@
-"""`abcmini report`: the paper-style table and accuracy-vs-length figures from finished runs.
+"""`abcmini report`: the paper's two tables, training cost and accuracy-vs-length figures from
+result records (the ``eval.json`` of every run under a root).
 
-Every run directory under ``RUNS_DIR`` with an ``eval.json`` contributes one accuracy per length.
-Runs of the same task and method (different seeds) are summarized by their median and range.
+A cell pools the runs of one protocol (recipe, preset, pad width), one per seed, and reads
+``median [min–max]`` over them; the runs left out are listed with the reason.
 """
 
 import glob
 import json
 import os
+import re
 import statistics
+from collections import Counter
 
+from abcmini.figures import accuracy_curves, close, save
 from abcmini.paper import paper_accuracy
+from abcmini.store import EVAL_FILE, StoreError, atomic_write, load_json
 
 TASK_ORDER = ("successor", "addition", "nx1", "parity", "parity_class")
+MAIN_ROWS = tuple((t, m) for t in ("successor", "addition", "nx1") for m in ("vanilla", "alibi", "rope", "nope+abc"))
+ABS_ROWS = tuple((t, m) for t in ("successor", "addition", "nx1", "parity") for m in ("vanilla", "vanilla+w=1", "vanilla+w=1+T=3", "nope+w=1"))
+MAIN_LENGTHS = (6, 10, 20, 60)
+RECORD_FIELDS = ("task", "method", "seed", "accuracy")
 
 
 def collect(runs_dir: str) -> list[dict]:
-    """Every ``eval.json`` below ``runs_dir`` (with its run directory in ``run``)."""
+    """Every result record (``eval.json``) below ``runs_dir``, with its run directory in ``run``."""
     found = []
-    for path in sorted(glob.glob(os.path.join(runs_dir, "**", "eval.json"), recursive=True)):
-        with open(path) as f:
-            found.append({**json.load(f), "run": os.path.dirname(path)})
+    for path in sorted(glob.glob(os.path.join(runs_dir, "**", EVAL_FILE), recursive=True)):
+        record = load_json(path, "result record")
+        missing = [key for key in RECORD_FIELDS if key not in record]
+        if missing:
+            raise StoreError(f"result record {path!r} lacks {', '.join(missing)}")
+        found.append({**record, "run": os.path.dirname(path)})
     return found
+
+
+def protocol(record: dict) -> tuple:
+    """What must be equal for two runs to share a cell: recipe, preset, pad width."""
+    return record.get("recipe"), record.get("preset"), record.get("pad_width")
+
+
+def describe_protocol(key: tuple) -> str:
+    recipe, preset, pad_width = key
+    return f"recipe {recipe}, preset {preset}, {'pad width ' + str(pad_width) if pad_width else 'growing geometry'}"
+
+
+def pool(records: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]:
+    """The records of the root's most common protocol, one per (task, method, seed); and the
+    runs left out, each with the reason."""
+    if not records:
+        return [], []
+    main = Counter(protocol(r) for r in records).most_common(1)[0][0]
+    kept, left_out, seen = [], [], set()
+    for record in records:
+        key = (record["task"], record["method"], record["seed"])
+        if protocol(record) != main:
+            left_out.append((record["run"], f"{describe_protocol(protocol(record))}, not {describe_protocol(main)}"))
+        elif key in seen:
+            left_out.append((record["run"], f"a second run of {record['task']} {record['method']} seed {record['seed']}"))
+        else:
+            seen.add(key)
+            kept.append(record)
+    return kept, left_out
 
 
 def summarize(results: list[dict]) -> dict:
@@ -107,8 +148,6 @@ def clock(seconds: float) -> str:
 
 def figures(cells: dict, out_dir: str) -> list[str]:
     """One accuracy-vs-length PNG per task with every method on it (the paper's Figure 1)."""
-    from abcmini.figures import accuracy_curves, close, save
-
     paths = []
     for task in sorted({task for task, _ in cells}, key=lambda t: _order((t, ""))):
         curves = {method: {n: statistics.median(v) for n, v in per_length.items()}
@@ -117,3 +156,56 @@ def figures(cells: dict, out_dir: str) -> list[str]:
         paths.append(save(fig, os.path.join(out_dir, f"accuracy_{task}.png")))
         close(fig)
     return paths
+
+
+def page(records: list[dict], figure_names: list[str] = (), invocations: list[dict] | None = None) -> str:
+    """The whole report: protocol, both of the paper's tables, training cost, the runs left out,
+    figures and (for a ``reproduce`` root) its wall time."""
+    kept, left_out = pool(records)
+    cells = summarize(kept)
+    lengths = sorted({n for per_length in cells.values() for n in per_length})
+    main = protocol(kept[0]) if kept else (None, None, None)
+    seeds = sorted({r["seed"] for r in kept})
+    parts = [f"Protocol: {describe_protocol(main)}; test seed {sorted({r.get('test_seed') for r in kept})[0] if kept else '–'}; "
+             f"seeds {', '.join(map(str, seeds))}; 10,000 numbers per length (fewer where fewer exist); exact match in %.\n",
+             f"## Main table (the paper's results-table)\n\n{headline(kept)}",
+             f"## ABS table (the paper's tab.abs)\n\n{markdown(cells, lengths, ABS_ROWS)}",
+             f"## Training cost\n\n{costs(kept)}"]
+    if left_out:
+        parts.append("## Runs left out\n\n" + "\n".join(f"- `{run}`: {why}" for run, why in left_out) + "\n")
+    if figure_names:
+        parts.append("## Figures\n\n" + "\n".join(f"![{name}]({name})" for name in figure_names) + "\n")
+    if invocations:
+        parts.append(f"## Wall time\n\n{wall_time(invocations)}")
+    return "\n".join(parts)
+
+
+def headline(records: list[dict]) -> str:
+    """The main table (ABC and the baselines at 6 / 10 / 20 / 60 digits, the paper beside them)."""
+    cells = summarize(records)
+    available = {n for per_length in cells.values() for n in per_length}
+    return markdown(cells, [n for n in MAIN_LENGTHS if n in available], MAIN_ROWS)
+
+
+def write_report(root: str, out: str, invocations: list[dict] | None = None) -> tuple[str, list[str]]:
+    """``out`` (markdown) and one figure per task beside it, from the records under ``root``."""
+    records = collect(root)
+    if not records:
+        raise StoreError(f"no result records ({EVAL_FILE}) under {root!r}")
+    kept, _ = pool(records)
+    directory = os.path.dirname(os.path.abspath(out))
+    os.makedirs(directory, exist_ok=True)
+    pngs = figures(summarize(kept), directory)
+    text = page(records, [os.path.basename(p) for p in pngs], invocations)
+    atomic_write(out, lambda f: f.write(text.encode()))
+    return text, pngs
+
+
+HEADLINE = re.compile(r"(<!-- headline -->\n)(.*?)(<!-- /headline -->)", re.S)
+
+
+def with_headline(text: str, records: list[dict]) -> str:
+    """``text`` (the README) with its headline block replaced by the main table of ``records``."""
+    if not HEADLINE.search(text):
+        raise StoreError("no <!-- headline --> … <!-- /headline --> block to fill")
+    return HEADLINE.sub(lambda m: m.group(1) + headline(pool(records)[0]) + m.group(3), text)

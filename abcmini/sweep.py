@@ -8,11 +8,13 @@ import warnings
 
 import yaml
 
+from abcmini.errors import UserError
+
 MACROS = ("${env}", "${interpreter}", "${program}", "${args}")
 DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]
 
 
-class SweepFileError(ValueError):
+class SweepFileError(UserError):
     pass
 
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import torch
 from einops import rearrange, repeat
 
+from abcmini.errors import UserError
+
 VOCAB = "0123456789+*$&@"
 PLUS, TIMES, SOS, EOS, PAD = (VOCAB.index(c) for c in "+*$&@")
 TASKS = ("successor", "addition", "nx1", "parity", "parity_class")
@@ -121,7 +123,7 @@ class Example:
 
 def check_task(task: str) -> None:
     if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+        raise UserError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
 
 
 def is_binary(task: str) -> bool:
@@ -228,7 +230,7 @@ def exact_length_numbers(length: int, seed: int) -> torch.Tensor:
     sample without replacement (random digit strings with a non-zero lead, deduplicated).
     """
     if length < 1:
-        raise ValueError(f"length must be at least 1, got {length}")
+        raise UserError(f"length must be at least 1, got {length}")
     size = extrapolation_set_size(length)
     if size == 10**length - 10 ** (length - 1):
         return int_to_digits(torch.arange(10 ** (length - 1), 10**length), length)

@@ -37,7 +37,8 @@ class Tracker:
         self.run = run
 
     @classmethod
-    def start(cls, enabled: bool, run_dir: str, job_type: str, config: dict, project: str | None = None) -> "Tracker":
+    def start(cls, enabled: bool, run_dir: str, job_type: str, config: dict, project: str | None = None,
+              group: str | None = None) -> "Tracker":
         if not enabled:
             return cls()
         tracker = cls()
@@ -50,7 +51,7 @@ class Tracker:
             name = os.path.basename(os.path.normpath(run_dir))
             tracker.run = wandb.init(
                 project=project or os.environ.get("WANDB_PROJECT", DEFAULT_PROJECT),
-                dir=os.environ.get("WANDB_DIR", run_dir), name=f"{name}-{job_type}", group=name, job_type=job_type,
+                dir=os.environ.get("WANDB_DIR", run_dir), name=f"{name}-{job_type}", group=group or name, job_type=job_type,
                 config=config, settings=wandb.Settings(console="off", x_disable_stats=True, disable_git=True, x_save_requirements=False),
             )
         return tracker

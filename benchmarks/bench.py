@@ -28,12 +28,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from abcmini.biases import Window
-from abcmini.calibrate import DIRECTIONS, MIN_SUPPORT, NEG_INF, calibrate
+from abcmini.biases import NEG_INF, Window
+from abcmini.calibrate import calibrate
 from abcmini.evaluate import exact_match
 from abcmini.model import PRESETS, ModelConfig, Transformer
 from abcmini.positions import sinusoidal
 from abcmini.tasks import VOCAB, Pool, extrapolation_operands, format_task, sample_operands
+
+
+DIRECTIONS, MIN_SUPPORT = (1, -1, 0), 0.5  # the directions and support rule both calibrations use
 
 
 def timed(fn, repeats: int) -> tuple[float, object]:
@@ -156,7 +159,7 @@ def calibration(repeats: int) -> None:
     scores = torch.randn(8, 62, 125)
     scores[:, torch.arange(62), 124 - torch.arange(62)] += 6.0  # a clear anti-diagonal, as in a trained model
     cross = scores.softmax(-1)
-    vectorized_s, fast = timed(lambda: calibrate(cross, 4.5)(62, 125), repeats)
+    vectorized_s, fast = timed(lambda: calibrate(cross, 4.5, DIRECTIONS, min_support=MIN_SUPPORT)(62, 125), repeats)
     loop_s, slow = timed(lambda: calibrate_per_cell(cross, 4.5, 62, 125), max(1, repeats // 10))
     lists_s, slow_lists = timed(lambda: calibrate_per_cell(cross, 4.5, 62, 125, as_lists=True), max(1, repeats // 10))
     for other in (slow, slow_lists):

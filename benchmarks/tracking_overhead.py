@@ -18,7 +18,7 @@ import time
 
 
 def timed_run(out: str, tracked: bool, steps: int, env: dict) -> float:
-    argv = [sys.executable, "cli.py", "train", "--task", "successor", "--pad-width", "20", "--steps", str(steps),
+    argv = [sys.executable, "cli.py", "train", "--task", "successor", "--pad-width", "20", "--lengths", "6,20", "--steps", str(steps),
             "--eval-every", "250", "--out", out, "--overwrite", *([] if tracked else ["--no-wandb"])]
     start = time.perf_counter()
     subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL)
@@ -40,7 +40,7 @@ def main():
             for tracked in (False, True):
                 times[tracked].append(timed_run(os.path.join(tmp, "run"), tracked, args.steps, env))
     plain, tracked = statistics.median(times[False]), statistics.median(times[True])
-    print(f"train {args.steps} steps, Successor pad 20, cpu preset, 1 thread, median of {args.repeats}: "
+    print(f"train {args.steps} steps and evaluate at 6 and 20 digits, Successor pad 20, cpu preset, 1 thread, median of {args.repeats}: "
           f"--no-wandb {plain:.1f}s, wandb offline {tracked:.1f}s, overhead {100 * (tracked / plain - 1):+.1f}%")
 
 

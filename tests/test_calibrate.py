@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from abcmini.calibrate import calibrate, dropoff, line_average, line_ids
+from abcmini.biases import line_ids
+from abcmini.calibrate import calibrate, dropoff, line_average
 
 X = float("-inf")
 A = torch.tensor([[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]])  # one head, 2 x 3

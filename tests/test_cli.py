@@ -17,7 +17,7 @@ def invoke(*args):
 def trained_run(tmp_path_factory):
     """A real (small) Successor model trained through the CLI, pad width 7."""
     out = tmp_path_factory.mktemp("runs") / "successor"
-    result = invoke("train", "--task", "successor", "--method", "vanilla", "--preset", "cpu", "--pad-width", 7,
+    result = invoke("train", "--task", "successor", "--method", "vanilla", "--preset", "cpu", "--pad-width", 7, "--lengths", 3,
                     "--steps", 300, "--eval-every", 100, "--valid-size", 300, "--stop-at", 0.99, "--out", out)
     assert result.exit_code == 0, result.output
     return out
@@ -41,17 +41,20 @@ def test_checkpoint_carries_its_config(trained_run):
 
 
 def test_existing_run_needs_resume_or_overwrite(trained_run):
-    result = invoke("train", "--pad-width", 7, "--steps", 1, "--out", trained_run)
+    result = invoke("train", "--pad-width", 7, "--lengths", 3, "--steps", 1, "--out", trained_run)
     assert result.exit_code == 2 and "--resume" in result.output and "Traceback" not in result.output
 
 
 def test_sweep_style_option_spelling_is_accepted(tmp_path):
-    result = invoke("train", "--preset=tiny", "--pad_width=7", "--steps=2", "--eval_every=2", "--valid_size=8",
-                    "--batch_size=4", "--enc_layers=0", f"--out={tmp_path / 'r'}")
+    result = invoke("train", "--preset=tiny", "--pad_width=7", "--lengths=3", "--steps=2", "--eval_every=2", "--valid_size=8",
+                    "--batch_size=4", "--enc_layers=1", f"--out={tmp_path / 'r'}")
     assert result.exit_code == 0, result.output
     state = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
-    assert state["config"]["model_overrides"] == {"enc_layers": 0}
-    assert not any(key.startswith("encoder.") for key in state["model"])
+    assert state["config"]["enc_layers"] == 1 and state["config"]["batch_size"] == 4
+    assert any(key.startswith("encoder.") for key in state["model"])  # the recipe's identity encoder was overridden
+    recorded = json.loads((tmp_path / "r" / "experiment.json").read_text())["overrides"]
+    assert recorded == {"preset": "tiny", "pad_width": 7, "lengths": [3], "steps": 2, "eval_every": 2, "valid_size": 8,
+                        "batch_size": 4, "enc_layers": 1}
 
 
 def one_line_error(result, *needles):
@@ -74,20 +77,20 @@ def one_line_error(result, *needles):
         (["train", "--steps", "0"], ["--steps must be at least 1"]),
         (["train", "--enc-layers", "-1"], ["--enc-layers must be at least 0"]),
         (["train", "--preset", "huge"], ["unknown preset"]),
-        (["train", "--geometry", "spiral"], ["unknown geometry"]),
+        (["train", "--growing", "--pad-width", "30"], ["--growing and --pad-width are alternatives"]),
         (["train", "--pad-width", "5"], ["pad width must be at least 7"]),
         # errors raised by typer itself while parsing, reported the same way
         (["train", "--steps", "abc"], ["Invalid value for '--steps'"]),
         (["train", "--lr", "fast"], ["Invalid value for '--lr'"]),
-        (["train", "--stop-at", "1.5"], ["Invalid value for '--stop-at'"]),
-        (["train", "--batch-size", "0"], ["Invalid value for '--batch-size'"]),
+        (["train", "--stop-at", "1.5"], ["--stop-at must be in [0, 1], got 1.5"]),
+        (["train", "--batch-size", "0"], ["--batch-size must be at least 1, got 0"]),
         (["train", "--bogus", "3"], ["No such option: --bogus"]),
         (["train", "--resume=maybe"], ["--resume"]),
         (["trian"], ["No such command 'trian'"]),
         (["train", "--method", "abc", "--bias", "x.pt"], ["--method abc calibrates its own bias"]),
-        (["train", "--pad-width", "7", "--eval-lengths", "9"], ["length 9 does not fit", "pad width 7"]),
+        (["train", "--pad-width", "7", "--lengths", "9"], ["length 9 does not fit", "pad width 7"]),
         (["reproduce", "--tasks", "foo"], ["unknown task 'foo'"]),
-        (["reproduce", "--seeds", "x"], ["--seeds takes comma-separated whole numbers"]),
+        (["reproduce", "--seeds", "x"], ["--seeds takes comma-separated integers"]),
     ],
 )
 def test_bad_training_input_is_one_line(args, needles, tmp_path):
@@ -123,27 +126,29 @@ def test_every_command_explains_every_option():
 
 def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
     bias_file = tmp_path / "bias.pt"
-    result = invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--out", bias_file)
+    paper_rule = ["--layers", -1, "--directions", "1,-1,0", "--cross-directions", "1,-1,0", "--empty", "transparent", "--count-start"]
+    result = invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, *paper_rule, "--out", bias_file)
     assert result.exit_code == 0, result.output
     payload = torch.load(bias_file, weights_only=True)
     assert payload["task"] == "successor" and payload["pad_width"] == 7 and payload["heads"] == 4
-    from abcmini.calibrate import Calibrated
+    from abcmini.biases import Calibrated
 
     _, cross = Calibrated.from_state(payload["bias"])(8, 7)
     anti_diagonal = torch.stack([cross[:, t, 6 - t] for t in range(7)], dim=1)  # [h t]
     assert (anti_diagonal == 0).all(dim=1).any(), "no head calibrated onto the anti-diagonal"
     first_layer = tmp_path / "bias0.pt"
-    assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--layers", 0, "--cross-directions=-1,0",
-                  "--out", first_layer).exit_code == 0
+    assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, *paper_rule[:4], "--layers", 0,
+                  "--cross-directions=-1,0", "--empty", "transparent", "--out", first_layer).exit_code == 0
     other = torch.load(first_layer, weights_only=True)
-    assert other["layers"] == [0] and payload["layers"] == [-1]
+    assert other["calibration"]["layers"] == [0] and payload["calibration"]["layers"] == [-1]
     assert other["bias"]["cross"]["deltas"] == [-1, 0] and other["bias"]["self"]["deltas"] == [1, -1, 0]
     assert not torch.allclose(other["attention"]["cross"], payload["attention"]["cross"])  # another layer's attention
     both = tmp_path / "bias01.pt"
-    assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--layers", "0,1", "--cross-directions=-1,0",
-                  "--silent-empty-heads", "--skip-start", "--out", both).exit_code == 0
+    assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--layers", "0,1", "--directions", "1,-1,0",
+                  "--cross-directions=-1,0", "--empty", "silent", "--skip-start", "--out", both).exit_code == 0
     united = torch.load(both, weights_only=True)
-    assert united["layers"] == [0, 1] and united["attention"]["cross"].shape[0] == 2 and not united["transparent_empty"] and united["skip_start"]
+    settings = united["calibration"]
+    assert settings["layers"] == [0, 1] and united["attention"]["cross"].shape[0] == 2 and settings["empty"] == "silent" and settings["skip_start"]
     assert torch.equal(united["attention"]["cross"][0], other["attention"]["cross"][0])
     # every cross line open in layer 0's calibration is open in the united bias (heads that have lines;
     # --skip-start changes self-attention only)
@@ -155,7 +160,7 @@ def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
     assert torch.isfinite(silent[..., 0]).all() and not torch.isfinite(silent[..., 1:]).any()
 
     out = tmp_path / "abc"
-    result = invoke("train", "--task", "successor", "--pad-width", 7, "--steps", 60, "--eval-every", 30,
+    result = invoke("train", "--task", "successor", "--pad-width", 7, "--lengths", 3, "--steps", 60, "--eval-every", 30,
                     "--valid-size", 100, "--bias", bias_file, "--out", out)
     assert result.exit_code == 0, result.output
     assert "abc_bias" in torch.load(out / "checkpoint.pt", weights_only=True)
@@ -163,18 +168,18 @@ def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
     assert result.exit_code == 0, result.output
     assert json.loads((out / "eval.json").read_text())["method"] == "vanilla+abc"
 
-    one_line_error(invoke("train", "--task", "addition", "--pad-width", 7, "--bias", bias_file, "--out", tmp_path / "x"),
+    one_line_error(invoke("train", "--task", "addition", "--pad-width", 7, "--lengths", 3, "--bias", bias_file, "--out", tmp_path / "x"),
                    "calibrated on successor")
-    one_line_error(invoke("train", "--pad-width", 8, "--bias", bias_file, "--out", tmp_path / "y"), "pad width 7")
-    one_line_error(invoke("train", "--pad-width", 7, "--preset", "tiny", "--bias", bias_file, "--out", tmp_path / "z"),
+    one_line_error(invoke("train", "--pad-width", 8, "--lengths", 3, "--bias", bias_file, "--out", tmp_path / "y"), "pad width 7")
+    one_line_error(invoke("train", "--pad-width", 7, "--lengths", 3, "--preset", "tiny", "--bias", bias_file, "--out", tmp_path / "z"),
                    "4 heads")
-    one_line_error(invoke("train", "--pad-width", 7, "--bias", tmp_path / "missing.pt", "--out", tmp_path / "w"),
+    one_line_error(invoke("train", "--pad-width", 7, "--lengths", 3, "--bias", tmp_path / "missing.pt", "--out", tmp_path / "w"),
                    "does not exist")
 
 
 def test_calibrate_refuses_a_model_that_has_not_interpolated(tmp_path):
     out = tmp_path / "young"
-    assert invoke("train", "--preset", "tiny", "--pad-width", 7, "--steps", 2, "--eval-every", 2,
+    assert invoke("train", "--preset", "tiny", "--pad-width", 7, "--lengths", 3, "--steps", 2, "--eval-every", 2,
                   "--valid-size", 20, "--out", out).exit_code == 0
     one_line_error(invoke("calibrate", out), "has not interpolated")
     one_line_error(invoke("calibrate", out, "--directions", "1,x"), "comma-separated integers")

@@ -6,9 +6,19 @@ from abcmini.positions import SCHEMES, alibi_bias, alibi_slopes, cyclic_position
 from abcmini.tasks import SOS, exact_length_numbers, format_task
 
 
-def random_model(scheme="vanilla", period=0, **overrides) -> Transformer:
+def random_model(scheme="vanilla", period=0, scaffold=None, **overrides) -> Transformer:
     torch.manual_seed(0)
-    return Transformer(ModelConfig(**{**PRESETS["tiny"], "heads": 4, **overrides}, scheme=scheme, period=period)).eval()
+    return Transformer(ModelConfig(**{**PRESETS["tiny"], "heads": 4, **overrides}, scheme=scheme, period=period), scaffold).eval()
+
+
+class Fixed:
+    """A scaffold that serves the top-left corner of two given biases, whatever size is asked."""
+
+    def __init__(self, self_bias, cross_bias):
+        self.self_bias, self.cross_bias = self_bias, cross_bias
+
+    def __call__(self, n_q, n_src, device=None):
+        return self.self_bias[:, :n_q, :n_q], self.cross_bias[:, :n_q, :n_src]
 
 
 def batch(length=9, pad=12, n=48, task="successor"):
@@ -39,13 +49,13 @@ def test_cached_decoding_gives_the_same_tokens_as_uncached(scheme, period):
 
 @pytest.mark.parametrize("enc_layers", [0, 1])
 def test_cached_decoding_with_biases_matches_uncached(enc_layers):
-    model = random_model("nope", enc_layers=enc_layers)
     ex = batch()
     steps, src_len = ex.tgt_out.shape[1], ex.src.shape[1]
-    self_bias, cross_bias = random_bias(4, steps, steps, 1), random_bias(4, steps, src_len, 2)
-    cached = model.greedy(ex.src, steps, self_bias, cross_bias, use_cache=True)
-    uncached = model.greedy(ex.src, steps, self_bias, cross_bias, use_cache=False)
+    model = random_model("nope", scaffold=Fixed(random_bias(4, steps, steps, 1), random_bias(4, steps, src_len, 2)), enc_layers=enc_layers)
+    cached = model.greedy(ex.src, steps, use_cache=True)
+    uncached = model.greedy(ex.src, steps, use_cache=False)
     assert torch.equal(cached, uncached)
+    model.scaffold = None
     assert not torch.equal(cached, model.greedy(ex.src, steps, use_cache=True))  # the biases matter
 
 
@@ -68,25 +78,26 @@ def test_teacher_forcing_agrees_with_greedy_and_both_attention_paths_agree(schem
 
 
 def test_fused_attention_reads_a_per_head_bias_like_the_explicit_path():
-    model = random_model("nope", dec_layers=2)
     ex = batch()
     q, k = ex.tgt_in.shape[1], ex.src.shape[1]
     self_bias, cross_bias = random_bias(4, q, q, 3), random_bias(4, q, k, 4)  # [h q k]: a head per slice
-    fast, _ = model(ex.src, ex.tgt_in, self_bias, cross_bias)
-    explicit, _ = model(ex.src, ex.tgt_in, self_bias, cross_bias, need_weights=True)
+    model = random_model("nope", scaffold=Fixed(self_bias, cross_bias), dec_layers=2)
+    fast, _ = model(ex.src, ex.tgt_in)
+    explicit, _ = model(ex.src, ex.tgt_in, need_weights=True)
     torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=1e-5)
-    swapped, _ = model(ex.src, ex.tgt_in, self_bias, cross_bias.flip(0))
+    model.scaffold, model._biases = Fixed(self_bias, cross_bias.flip(0)), {}
+    swapped, _ = model(ex.src, ex.tgt_in)
     assert not torch.allclose(fast, swapped, atol=1e-3)  # the heads' biases differ, so their order matters
 
 
 def test_bias_steers_attention_per_head():
-    model = random_model("vanilla")
     ex = batch(n=4)
     q, k = ex.tgt_in.shape[1], ex.src.shape[1]
     cross = torch.full((4, q, k), float("-inf"))
     for head in range(4):
         cross[head, :, head] = 0.0  # head h may only look at input position h
-    _, attention = model(ex.src, ex.tgt_in, cross_bias=cross, need_weights=True)
+    model = random_model("vanilla", scaffold=Fixed(torch.zeros(4, q, q), cross))
+    _, attention = model(ex.src, ex.tgt_in, need_weights=True)
     probs = attention[0]["cross"]
     for head in range(4):
         assert torch.allclose(probs[:, head, :, head], torch.ones(4, q))

@@ -5,90 +5,94 @@ import os
 
 from typer.testing import CliRunner
 
-from abcmini.reproduce import MAIN_TASKS, Job, Recipe, next_job, plan, read_invocations, run_all, run_config
+from dataclasses import replace
+
+from abcmini.experiment import MAIN_TASKS, PAPER, Cell, Recipe, resolve
+from abcmini.reproduce import next_job, plan, read_invocations, run_all, table_cells
 from abcmini.report import collect, costs, markdown, summarize, wall_time
 from cli import app
 
-TINY = Recipe(pad_width=7, lengths=(2, 5), preset="tiny", steps=20, steps_alibi=10, eval_every=10, valid_size=20,
-              calibration_samples=20)
+TINY = Recipe(name="tiny", pad_width=7, lengths=(2, 5), preset="tiny", steps=20, steps_alibi=10, eval_every=10, valid_size=20,
+              calibration=replace(PAPER.calibration, samples=20))
+
+
+def run(task, method, recipe=PAPER):
+    return resolve(recipe, Cell.of(task, method, 0)).run
 
 
 def test_plan_adds_the_vanilla_source_of_abc_and_skips_parity_in_the_main_table(tmp_path):
-    jobs = plan(["successor", "parity"], ["abc", "+w=1"], [0, 1], str(tmp_path))
-    assert Job("successor", "vanilla", 1, str(tmp_path)) in jobs and Job("successor", "abc", 0, str(tmp_path)) in jobs
-    assert not any(j.task == "parity" and j.method == "abc" for j in jobs)
-    assert Job("parity", "+w=1", 1, str(tmp_path)) in jobs
+    jobs = plan(PAPER, table_cells(["successor", "parity"], ["abc", "+w=1"], [0, 1]), str(tmp_path))
+    cells = [job.cell for job in jobs]
+    assert Cell("successor", "vanilla", 1) in cells and Cell("successor", "abc", 0) in cells
+    assert not any(c.task == "parity" and c.method == "abc" for c in cells)
+    assert Cell("parity", "vanilla+w=1", 1) in cells
     assert len(jobs) == len(set(jobs))
+    abc = next(job for job in jobs if job.cell == Cell("successor", "abc", 0))
+    assert abc.source_dir == next(job for job in jobs if job.cell == Cell("successor", "vanilla", 0)).run_dir
 
 
 def test_recipe_caps_the_runs_expected_to_fail():
-    recipe = Recipe()
-    steps = {(task, method): run_config(Job(task, method, 0, "r"), recipe).steps
+    steps = {(task, method): run(task, method).steps
              for task, method in [("parity", "vanilla"), ("parity", "NoPE+w=1"), ("successor", "vanilla"), ("addition", "alibi"),
                                   ("addition", "vanilla"), ("addition", "+T=3")]}
-    assert steps == {("parity", "vanilla"): recipe.steps_parity_plain, ("parity", "NoPE+w=1"): recipe.steps,
-                     ("successor", "vanilla"): recipe.steps, ("addition", "alibi"): recipe.steps_alibi,
-                     ("addition", "vanilla"): recipe.steps_addition_plain, ("addition", "+T=3"): recipe.steps}
+    assert steps == {("parity", "vanilla"): PAPER.steps_parity_plain, ("parity", "NoPE+w=1"): PAPER.steps,
+                     ("successor", "vanilla"): PAPER.steps, ("addition", "alibi"): PAPER.steps_alibi,
+                     ("addition", "vanilla"): PAPER.steps_addition_plain, ("addition", "+T=3"): PAPER.steps}
 
 
 def test_recipe_gives_in_attention_schemes_an_encoder():
-    recipe = Recipe()
-    layers = {method: run_config(Job("successor", method, 0, "r"), recipe).model_overrides["enc_layers"]
-              for method in ("vanilla", "rope", "alibi", "NoPE+w=1")}
-    assert layers == {"vanilla": recipe.enc_layers, "rope": recipe.enc_layers_in_attention,
-                      "alibi": recipe.enc_layers_in_attention, "NoPE+w=1": recipe.enc_layers}
-    assert recipe.enc_layers_in_attention > 0
+    layers = {method: run("successor", method).enc_layers for method in ("vanilla", "rope", "alibi", "NoPE+w=1")}
+    assert layers == {"vanilla": PAPER.enc_layers, "rope": PAPER.enc_layers_in_attention,
+                      "alibi": PAPER.enc_layers_in_attention, "NoPE+w=1": PAPER.enc_layers}
+    assert PAPER.enc_layers_in_attention > 0
 
 
 def test_recipe_names_a_calibration_layer_for_every_main_task():
-    recipe = Recipe()
-    layers = dict(recipe.calibration_layers)
-    assert set(layers) == set(MAIN_TASKS)
-    for task, chosen in layers.items():
-        depth = run_config(Job(task, "vanilla", 0, "r"), recipe).model_config().dec_layers
-        assert chosen and all(-depth <= layer < depth for layer in chosen)
+    for task in MAIN_TASKS:
+        experiment = resolve(PAPER, Cell(task, "abc", 0))
+        depth = experiment.source.model_config().dec_layers
+        assert experiment.calibration.layers == dict(PAPER.calibration_layers)[task]
+        assert all(-depth <= layer < depth for layer in experiment.calibration.layers)
 
 
 def test_recipe_trains_only_window_runs_past_the_stopping_rule():
-    recipe = Recipe()
-    rule = {method: (cfg.stop_at, cfg.train_on) for method in ("vanilla", "+w=1", "NoPE+w=1", "abc")
-            for cfg in [run_config(Job("successor", method, 0, "r"), recipe, "bias.pt" if method == "abc" else None)]}
-    assert rule == {"vanilla": (recipe.stop_at_plain, 1.0), "+w=1": (recipe.stop_at, recipe.train_on),
-                    "NoPE+w=1": (recipe.stop_at, recipe.train_on), "abc": (recipe.stop_at, 1.0)}
-    assert recipe.train_on > 1
+    rule = {method: (cfg.stop_at, cfg.train_on) for method in ("vanilla", "+w=1", "NoPE+w=1", "abc") for cfg in [run("successor", method)]}
+    assert rule == {"vanilla": (PAPER.stop_at_plain, 1.0), "+w=1": (PAPER.stop_at, PAPER.train_on),
+                    "NoPE+w=1": (PAPER.stop_at, PAPER.train_on), "abc": (PAPER.stop_at, 1.0)}
+    assert PAPER.train_on > 1
 
 
 def test_abc_starts_as_soon_as_its_vanilla_source_is_done(tmp_path):
-    jobs = plan(["successor", "addition"], ["+w=1", "abc"], [0], str(tmp_path))
+    jobs = plan(PAPER, table_cells(["successor", "addition"], ["+w=1", "abc"], [0]), str(tmp_path))
     waiting, order = list(jobs), []
     while waiting:  # one worker: each job finishes before the next starts
         order.append(next_job(waiting, set(waiting)))
         waiting.remove(order[-1])
-    assert [(job.task, job.method) for job in order] == [
+    assert [(job.cell.task, job.cell.method) for job in order] == [
         ("successor", "vanilla"), ("successor", "abc"), ("addition", "vanilla"), ("addition", "abc"),
-        ("successor", "+w=1"), ("addition", "+w=1")]
-    vanilla, abc = Job("successor", "vanilla", 0, str(tmp_path)), Job("successor", "abc", 0, str(tmp_path))
-    assert next_job([abc], {abc, vanilla}) is None  # its source is still running: wait for it
+        ("successor", "vanilla+w=1"), ("addition", "vanilla+w=1")]
+    abc = next(job for job in jobs if job.cell == Cell("successor", "abc", 0))
+    assert next_job([abc], {abc, abc.source()}) is None  # its source is still running: wait for it
 
 
 def test_reproduce_runs_resumes_and_reports(tmp_path):
     root = str(tmp_path)
-    jobs = plan(["successor"], ["vanilla", "NoPE+w=1", "abc"], [0], root)
-    first = run_all(jobs, TINY, workers=1)
+    jobs = plan(TINY, table_cells(["successor"], ["vanilla", "NoPE+w=1", "abc"], [0]), root)
+    first = run_all(jobs, workers=1)
     by_method = {r.get("method"): r for r in first}
     assert set(by_method["vanilla"]["accuracy"]) == {"2", "5"} and by_method["vanilla"]["train_steps"] == 20
     assert by_method["nope+w=1"]["window"] == 1
     # 20 steps do not interpolate: ABC refuses to calibrate and says why, the other cells stand
     assert "has not interpolated" in by_method["abc"]["error"]
-    stamps = {job: os.path.getmtime(os.path.join(job.run_dir, "eval.json")) for job in jobs if job.method != "abc"}
-    again = run_all(jobs, TINY, workers=1)  # finished cells are skipped, not retrained
+    stamps = {job: os.path.getmtime(os.path.join(job.run_dir, "eval.json")) for job in jobs if job.cell.method != "abc"}
+    again = run_all(jobs, workers=1)  # finished cells are skipped, not retrained
     assert {job: os.path.getmtime(os.path.join(job.run_dir, "eval.json")) for job in stamps} == stamps
     assert [r["accuracy"] for r in again if "accuracy" in r] == [r["accuracy"] for r in first if "accuracy" in r]
 
     first_call, second_call = read_invocations(root)  # each invocation's wall time, for resumed reproductions
     assert (first_call["jobs"], first_call["to_do"], first_call["done"], first_call["finished"]) == (3, 3, 2, True)
     assert (second_call["to_do"], second_call["done"]) == (1, 0)  # only ABC was left, and it failed again
-    assert first_call["seeds"] == [0] and first_call["methods"] == ["vanilla", "NoPE+w=1", "abc"] and first_call["workers"] == 1
+    assert first_call["seeds"] == [0] and first_call["methods"] == ["vanilla", "nope+w=1", "abc"] and first_call["workers"] == 1
     assert first_call["seconds"] > second_call["seconds"] > 0
     total = round(first_call["seconds"] + second_call["seconds"])
     assert wall_time(read_invocations(root)).endswith(f"2 invocations, 0:{total // 60:02d}:{total % 60:02d} (h:mm:ss) of wall time in all.\n")

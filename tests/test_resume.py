@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from cli import app
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ARGS = ["train", "--preset", "tiny", "--pad-width", "7", "--steps", "200", "--eval-every", "20",
+ARGS = ["train", "--preset", "tiny", "--pad-width", "7", "--lengths", "3", "--steps", "200", "--eval-every", "20",
         "--valid-size", "50", "--batch-size", "32", "--seed", "3"]
 
 
@@ -54,7 +54,7 @@ def test_sigkill_then_resume_ends_like_an_uninterrupted_run(tmp_path):
 
 def test_resume_refuses_another_configuration(tmp_path):
     runner = CliRunner()
-    short = ["train", "--preset", "tiny", "--pad-width", "7", "--steps", "4", "--eval-every", "2", "--valid-size", "8"]
+    short = ["train", "--preset", "tiny", "--pad-width", "7", "--lengths", "3", "--steps", "4", "--eval-every", "2", "--valid-size", "8"]
     assert runner.invoke(app, short + ["--out", str(tmp_path / "r")]).exit_code == 0
     result = runner.invoke(app, short + ["--lr", "0.5", "--out", str(tmp_path / "r"), "--resume"])
     assert result.exit_code == 2 and "different configuration (lr: 0.001 there, 0.5 here)" in result.output
@@ -67,7 +67,7 @@ def test_resume_refuses_another_configuration(tmp_path):
 def test_resume_may_extend_the_training_budget(tmp_path):
     """A finished run trains on with more --steps (or another --stop-at); nothing else may change."""
     runner = CliRunner()
-    short = ["train", "--preset", "tiny", "--pad-width", "7", "--eval-every", "2", "--valid-size", "8", "--out", str(tmp_path / "r")]
+    short = ["train", "--preset", "tiny", "--pad-width", "7", "--lengths", "3", "--eval-every", "2", "--valid-size", "8", "--out", str(tmp_path / "r")]
     assert runner.invoke(app, short + ["--steps", "4"]).exit_code == 0
     first = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
     result = runner.invoke(app, short + ["--steps", "8", "--stop-at", "1.0", "--resume"])
@@ -78,7 +78,7 @@ def test_resume_may_extend_the_training_budget(tmp_path):
 
 
 def test_a_diverging_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
-    result = CliRunner().invoke(app, ["train", "--preset", "tiny", "--pad-width", "7", "--lr", "1e30", "--steps", "50",
+    result = CliRunner().invoke(app, ["train", "--preset", "tiny", "--pad-width", "7", "--lengths", "3", "--lr", "1e30", "--steps", "50",
                                       "--eval-every", "1", "--valid-size", "10", "--out", str(tmp_path / "nan")])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "loss became nan at step 2" in result.output and "checkpoint (step 1) is kept" in result.output
@@ -91,7 +91,7 @@ def test_train_on_continues_past_the_step_that_reached_stop_at(tmp_path):
     """--stop-at 0 is reached at the first evaluation (step 2); --train-on 2.5 trains on to the
     first evaluation from step 5 on, and a resumed run that already got there trains no more."""
     runner = CliRunner()
-    args = ["train", "--preset", "tiny", "--pad-width", "7", "--eval-every", "2", "--valid-size", "8", "--steps", "20",
+    args = ["train", "--preset", "tiny", "--pad-width", "7", "--lengths", "3", "--eval-every", "2", "--valid-size", "8", "--steps", "20",
             "--stop-at", "0", "--out", str(tmp_path / "r")]
     assert runner.invoke(app, args + ["--train-on", "2.5"]).exit_code == 0
     state = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)

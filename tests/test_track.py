@@ -34,8 +34,8 @@ def image_size(path):
 
 def test_training_logs_config_curves_heatmaps_and_extrapolation(offline, tmp_path):
     out = tmp_path / "run"
-    result = invoke("train", "--preset", "tiny", "--method", "+w=1", "--pad-width", 7, "--steps", 30, "--eval-every", 10,
-                    "--valid-size", 20, "--eval-lengths", "2,5", "--out", out)
+    result = invoke("train", "--preset", "tiny", "--method", "+w=1", "--pad-width", 7, "--lengths", 3, "--steps", 30, "--eval-every", 10,
+                    "--valid-size", 20, "--lengths", "2,5", "--out", out)
     assert result.exit_code == 0, result.output
     assert os.environ["WANDB_MODE"] == "offline"
     (run,) = read_offline_runs(offline)
@@ -59,7 +59,7 @@ def test_training_logs_config_curves_heatmaps_and_extrapolation(offline, tmp_pat
 
 def test_eval_logs_the_curve_and_acc_summaries(offline, tmp_path):
     out = tmp_path / "run"
-    assert invoke("train", "--preset", "tiny", "--pad-width", 7, "--steps", 5, "--eval-every", 5, "--valid-size", 10,
+    assert invoke("train", "--preset", "tiny", "--pad-width", 7, "--lengths", 3, "--steps", 5, "--eval-every", 5, "--valid-size", 10,
                   "--no-wandb", "--out", out).exit_code == 0
     assert read_offline_runs(offline) == []  # --no-wandb wrote nothing
     result = invoke("eval", out, "--lengths", "1,3,7")
@@ -75,8 +75,8 @@ def test_a_wandb_failure_warns_once_and_training_goes_on(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")
     monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
     out = tmp_path / "run"
-    result = invoke("train", "--preset", "tiny", "--pad-width", 7, "--steps", 6, "--eval-every", 3, "--valid-size", 10,
-                    "--eval-lengths", "3", "--out", out)
+    result = invoke("train", "--preset", "tiny", "--pad-width", 7, "--lengths", 3, "--steps", 6, "--eval-every", 3, "--valid-size", 10,
+                    "--lengths", "3", "--out", out)
     assert result.exit_code == 0, result.output
     assert result.output.count("wandb tracking failed") == 1
     assert (out / "checkpoint.pt").exists() and (out / "eval.json").exists()
@@ -84,12 +84,12 @@ def test_a_wandb_failure_warns_once_and_training_goes_on(tmp_path, monkeypatch):
 
 def test_calibration_logs_attention_and_bias_heatmaps(offline, tmp_path):
     out = tmp_path / "run"
-    assert invoke("train", "--preset", "tiny", "--pad-width", 7, "--steps", 10, "--eval-every", 10, "--valid-size", 10,
+    assert invoke("train", "--preset", "tiny", "--pad-width", 7, "--lengths", 3, "--steps", 10, "--eval-every", 10, "--valid-size", 10,
                   "--no-wandb", "--out", out).exit_code == 0
     result = invoke("calibrate", out, "--samples", 20, "--min-accuracy", 0)
     assert result.exit_code == 0, result.output
     (run,) = read_offline_runs(offline)
-    assert run.config["method"] == "vanilla" and run.config["kappa_cross"] == 4.5
+    assert run.config["method"] == "vanilla" and run.config["calibration"]["kappa_cross"] == 4.5
     for name in ("attention_cross", "attention_self", "bias_cross", "bias_self"):
         (png,) = run.media(f"calibration/{name}")
         assert image_size(png)[0] > 200

@@ -1,0 +1,434 @@
+"""One experiment definition: recipes (named data), cells (task, method, seed) and the
+configuration a cell resolves to. ``train``, ``calibrate``, ``eval``, ``reproduce`` and the
+sweeps all go through ``resolve``, so a cell is the same run however it is started.
+
+A recipe's every value carries a one-line reason (``abcmini recipe NAME`` prints them); the
+measurements behind the reasons are in docs/recipe.md.
+"""
+
+import json
+import math
+import os
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+
+import yaml
+
+from abcmini.errors import UserError
+from abcmini.model import PRESETS, ModelConfig
+from abcmini.positions import IN_ATTENTION, SCHEMES
+from abcmini.tasks import POOL_DIGITS, check_task, is_binary
+
+MAIN_TASKS = ("successor", "addition", "nx1")
+ABS_TASKS = ("successor", "addition", "nx1", "parity")
+MAIN_METHODS = ("vanilla", "alibi", "rope", "abc")
+ABS_METHODS = ("vanilla", "+w=1", "+T=3", "NoPE+w=1")
+
+
+class ConfigError(UserError):
+    pass
+
+
+def why(default, reason: str):
+    """A recipe field: its value and the one-line reason for it."""
+    return field(default=default, metadata={"why": reason})
+
+
+# ---------------------------------------------------------------- methods
+
+
+def parse_method(method: str, window: int | None = None, period: int | None = None) -> tuple[str, int | None, int]:
+    """A method name → ``(positional scheme, ABS window, CPI period)``.
+
+    Names: a scheme (``vanilla``, ``nope``, ``rope``, ``alibi``, ``relative``), optionally
+    followed by ``+w=W`` and ``+T=T`` (``vanilla+w=1+T=3``); the paper's table names ``+w=1``,
+    ``+T=3`` (window 1 and period 3) and ``NoPE+w=1``; ``abc`` (ABC's retraining, ``nope``).
+    ``window`` and ``period`` (the ``--window``/``--period`` options) add to a name that has none.
+    """
+    match = re.fullmatch(r"(vanilla|nope|NoPE|rope|alibi|relative)?(?:\+w=(\d+))?(?:\+T=(\d+))?", method)
+    if method == "abc":
+        scheme, named_window, named_period = "nope", None, None
+    elif not method or not match:
+        raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(SCHEMES)}, abc, +w=W, +T=T, NoPE+w=W "
+                          "(or a scheme with +w=W and/or +T=T, e.g. vanilla+w=1+T=3)")
+    else:
+        scheme = (match.group(1) or "vanilla").lower()
+        named_window = int(match.group(2)) if match.group(2) else None
+        named_period = int(match.group(3)) if match.group(3) else None
+        if named_period is not None and named_window is None:
+            named_window = 1  # the paper's "+T=3" is w = 1 with CPI period 3
+    for option, named, given in (("--window", named_window, window), ("--period", named_period, period)):
+        if named is not None and given is not None and named != given:
+            raise ConfigError(f"method {method!r} sets {option[2:]} {named}; {option} {given} contradicts it")
+    window = named_window if named_window is not None else window
+    period = named_period if named_period is not None else (period or 0)
+    if window is not None and window < 0:
+        raise ConfigError(f"--window must be at least 0, got {window}")
+    if period < 0:
+        raise ConfigError(f"--period must be at least 0 (0 turns CPI off), got {period}")
+    return scheme, window, period
+
+
+def method_label(scheme: str, window: int | None, period: int, biased: bool = False) -> str:
+    """The method as the tables name it: ``vanilla+w=1+T=3``, ``nope+w=1``, ``rope``, ``nope+abc``."""
+    return f"{scheme}{f'+w={window}' if window is not None else ''}{f'+T={period}' if period else ''}{'+abc' if biased else ''}"
+
+
+def canonical_method(method: str, window: int | None = None, period: int | None = None) -> str:
+    """One name per method: ``+T=3`` and ``vanilla --window 1 --period 3`` are both ``vanilla+w=1+T=3``."""
+    if method == "abc":
+        parse_method(method, window, period)
+        if window is not None or period:
+            raise ConfigError("abc calibrates its own bias; --window and --period do not apply")
+        return "abc"
+    return method_label(*parse_method(method, window, period))
+
+
+# ---------------------------------------------------------------- recipes
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """ABC's calibration settings (paper §4, Algorithm 1, and the rules docs/recipe.md explains)."""
+
+    layers: tuple = why((-1,), "decoder layers whose attention is calibrated (-1: the last, as in the paper)")
+    self_directions: tuple = why((1, 0), "self-attention diagonals and verticals; an anti-diagonal of a causal square is never extended")
+    cross_directions: tuple = why((-1, 0), "cross-attention anti-diagonals and verticals: the digit alignments of reversed outputs")
+    kappa_self: float = why(0.87, "the paper's dropoff factor for self-attention")
+    kappa_cross: float = why(4.5, "the paper's dropoff factor for cross-attention")
+    min_support: float = why(0.5, "extend only lines crossing half of the trusted rows, and the last one")
+    drop_padding: bool = why(True, "no line that reads the zeros in front of a number")
+    empty: str = why("silent", "a head with no line reads only the start marker, not the whole input")
+    skip_start: bool = why(True, "self-attention diagonals are averaged without their cell on SOS")
+    samples: int = why(1000, "training inputs decoded to average the attention over")
+    seed: int = why(0, "seed of that subset of training inputs")
+    min_accuracy: float = why(0.99, "refuse a source below this validation exact match: it has not interpolated")
+
+    def __post_init__(self):
+        if self.empty not in ("silent", "transparent"):
+            raise ConfigError(f"empty heads are silent or transparent, not {self.empty!r}")
+        for name in ("kappa_self", "kappa_cross", "min_support", "min_accuracy"):
+            if not math.isfinite(getattr(self, name)):
+                raise ConfigError(f"{name} must be a finite number, got {getattr(self, name)}")
+        if not 0 <= self.min_support <= 1:
+            raise ConfigError(f"min_support must lie in [0, 1], got {self.min_support}")
+        if self.samples < 1:
+            raise ConfigError(f"--samples must be at least 1, got {self.samples}")
+        if not self.layers or not self.self_directions or not self.cross_directions:
+            raise ConfigError("calibration layers and directions must not be empty")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How every cell of the paper's tables is trained on 2 CPU cores."""
+
+    name: str = why("paper", "what produced the README's tables")
+    pad_width: int = why(64, "the paper's fixed frame, wide enough for the 60-digit column")
+    lengths: tuple = why((6, 10, 15, 20, 60), "the paper's test lengths")
+    test_seed: int = why(0, "every method is tested on the same numbers")
+    preset: str = why("cpu", "2 decoder layers, 4 heads, d 64: converges in minutes on a CPU")
+    enc_layers: int = why(0, "the authors' identity encoder: cross-attention reads the embedded input")
+    enc_layers_in_attention: int = why(1, "RoPE, ALiBi, relative act inside self-attention, so their input needs an encoder")
+    lr: float = why(1e-3, "Adam with warmup and cosine decay, for minutes instead of the paper's days at 1e-5")
+    warmup: int = why(100, "linear warmup steps")
+    batch_size: int = why(128, "examples per optimizer step")
+    eval_every: int = why(250, "validate and checkpoint every this many steps")
+    valid_size: int = why(1000, "validation examples from the held-out eighth of the pool")
+    stop_at: float = why(0.999, "scaffolded runs (ABS, ABC retraining) stop at 99.9% validation")
+    stop_at_plain: float = why(0.995, "unscaffolded runs stop at interpolation, enough for ABC's 99%")
+    train_on: float = why(1.5, "ABS windows train on to 1.5x the step that reached stop_at: long carries need it")
+    steps: int = why(4000, "step cap of runs expected to interpolate")
+    steps_addition_plain: int = why(20000, "Vanilla Addition sits on a loss plateau for thousands of steps")
+    steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
+    steps_parity_plain: int = why(300, "Parity without a window fails and its long sequences are costly; capped short")
+    scaffold_pe_scale: float = why(1 / 16, "+w=W: the uncycled sinusoidal encoding at 1/16 amplitude beside the window")
+    abc_scheme: str = why("nope", "ABC retrains without positional encoding: the bias is its only position signal")
+    calibration: Calibration = why(Calibration(), "ABC's calibration settings")
+    calibration_layers: tuple = why((("successor", (0,)), ("addition", (0, 1)), ("nx1", (-1,))),
+                                    "per task, the decoder layers that hold its algorithm (other tasks: calibration.layers)")
+
+    def calibration_for(self, task: str) -> Calibration:
+        return replace(self.calibration, layers=dict(self.calibration_layers).get(task, self.calibration.layers))
+
+    def reasons(self) -> list[tuple[str, object, str]]:
+        """``(field, value, reason)`` for every value, calibration's as ``calibration.FIELD``."""
+        rows = []
+        for f in fields(self):
+            if f.name == "calibration":
+                rows += [(f"calibration.{c.name}", getattr(self.calibration, c.name), c.metadata["why"]) for c in fields(Calibration)]
+            else:
+                rows.append((f.name, getattr(self, f.name), f.metadata["why"]))
+        return rows
+
+
+PAPER = Recipe()
+QUICK = replace(
+    PAPER,
+    name="quick",  # minutes, not hours: Successor, Vanilla against ABC, pad width 24
+    pad_width=24,  # the smallest frame that holds the 20-digit column
+    lengths=(6, 10, 15, 20),  # what fits in the frame
+    steps=1500,
+    valid_size=500,
+    calibration=replace(PAPER.calibration, samples=500,
+                        kappa_cross=3.0),  # a pad-24 frame has too few lines for 4.5 sigma (docs/recipe.md)
+)
+RECIPES = {recipe.name: recipe for recipe in (PAPER, QUICK)}
+
+
+def _tuples(value):
+    """YAML lists as the tuples a frozen recipe holds."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _from_dict(cls, data: dict, where: str):
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ConfigError(f"{where}: unknown field {unknown[0]!r}; fields are {', '.join(known)}")
+    values = {}
+    for name, value in data.items():
+        if name == "calibration":
+            value = _from_dict(Calibration, value or {}, where)
+        values[name] = _tuples(value)
+    return values
+
+
+def load_recipe(name_or_path: str) -> Recipe:
+    """A named recipe (``paper``, ``quick``) or a YAML file of fields over one (``base: paper``)."""
+    if name_or_path in RECIPES:
+        return RECIPES[name_or_path]
+    if not os.path.isfile(name_or_path):
+        raise ConfigError(f"unknown recipe {name_or_path!r}; choose one of {', '.join(RECIPES)} or give a recipe YAML file")
+    try:
+        with open(name_or_path) as f:
+            data = yaml.safe_load(f) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigError(f"recipe file {name_or_path!r} is unreadable ({type(error).__name__})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"recipe file {name_or_path!r} does not hold a mapping of fields")
+    base = load_recipe(str(data.pop("base", "paper")))
+    data.setdefault("name", os.path.splitext(os.path.basename(name_or_path))[0])
+    values = _from_dict(Recipe, data, f"recipe file {name_or_path!r}")
+    if "calibration" in values:
+        values["calibration"] = replace(base.calibration, **values["calibration"])
+    try:
+        return replace(base, **values)
+    except TypeError as error:
+        raise ConfigError(f"recipe file {name_or_path!r}: {error}") from None
+
+
+# ---------------------------------------------------------------- one run's configuration
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one training run depends on; a checkpoint carries it."""
+
+    task: str = "successor"
+    scheme: str = "vanilla"
+    period: int = 0  # CPI period T (0: off)
+    window: int | None = None  # ABS window w (None: no window)
+    bias_file: str | None = None  # ABC bias, relative to the run directory (or absolute)
+    preset: str = "cpu"
+    enc_layers: int | None = None  # None: the preset's
+    pe_scale: float = 1.0  # amplitude of the sinusoidal encoding
+    pad_width: int | None = 64  # fixed frame; None: growing geometry (pad width follows the length)
+    seed: int = 0
+    data_seed: int = 0
+    steps: int = 4000
+    batch_size: int = 128
+    lr: float = 1e-3
+    warmup: int = 100
+    stop_at: float | None = None  # stop once validation exact match reaches this …
+    train_on: float = 1.0  # … or, reached first at step s, at the first evaluation from step train_on·s on
+    eval_every: int = 250
+    valid_size: int = 1000
+
+    def __post_init__(self):
+        check_task(self.task)
+        if self.preset not in PRESETS:
+            raise ConfigError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+        if self.window is not None and self.bias_file is not None:
+            raise ConfigError("--bias (ABC) and --window (ABS) are alternatives; pass one")
+        checks = [("window", self.window is None or self.window >= 0, "at least 0"), ("period", self.period >= 0, "at least 0 (0 turns CPI off)"),
+                  ("steps", self.steps >= 1, "at least 1"), ("batch-size", self.batch_size >= 1, "at least 1"),
+                  ("eval-every", self.eval_every >= 1, "at least 1"), ("valid-size", self.valid_size >= 1, "at least 1"),
+                  ("warmup", self.warmup >= 0, "at least 0"), ("enc-layers", self.enc_layers is None or self.enc_layers >= 0, "at least 0"),
+                  ("lr", math.isfinite(self.lr) and self.lr > 0, "a positive number"),
+                  ("pe-scale", math.isfinite(self.pe_scale) and self.pe_scale >= 0, "a number ≥ 0"),
+                  ("stop-at", self.stop_at is None or 0 <= self.stop_at <= 1, "in [0, 1]"),
+                  ("train-on", math.isfinite(self.train_on) and self.train_on >= 1, "at least 1 (a multiple of the step that reached --stop-at)")]
+        for option, ok, rule in checks:
+            if not ok:
+                raise ConfigError(f"--{option} must be {rule}, got {getattr(self, option.replace('-', '_'))}")
+        if self.pad_width is not None and self.pad_width < POOL_DIGITS:
+            raise ConfigError(f"pad width must be at least {POOL_DIGITS} (the training numbers have up to {POOL_DIGITS} digits)")
+        self.model_config()  # validates the positional scheme
+
+    @property
+    def train_pad_width(self) -> int:
+        return self.pad_width if self.pad_width is not None else POOL_DIGITS
+
+    @property
+    def aligned(self) -> bool:
+        """ABS input alignment: binary tasks with a window see interleaved operands."""
+        return self.window is not None and is_binary(self.task)
+
+    @property
+    def label(self) -> str:
+        return method_label(self.scheme, self.window, self.period, self.bias_file is not None)
+
+    def model_config(self) -> ModelConfig:
+        depth = {} if self.enc_layers is None else {"enc_layers": self.enc_layers}
+        return ModelConfig(**{**PRESETS[self.preset], **depth, "scheme": self.scheme, "period": self.period, "pe_scale": self.pe_scale})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def learning_rate(cfg: RunConfig, step: int) -> float:
+    """Linear warmup, then cosine decay to 10% of the peak."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+# ---------------------------------------------------------------- cells and their resolution
+
+ABC_BIAS = "abc_bias.pt"  # an ABC run's bias file, inside its run directory
+RUN_FIELDS = ("preset", "enc_layers", "pe_scale", "pad_width", "data_seed", "steps", "batch_size", "lr", "warmup",
+              "stop_at", "train_on", "eval_every", "valid_size", "bias_file")
+SHARED_FIELDS = ("preset", "pad_width", "data_seed", "batch_size", "lr", "warmup", "eval_every", "valid_size")  # source and retraining
+CALIBRATION_FIELDS = tuple(f.name for f in fields(Calibration))
+TEST_FIELDS = ("lengths", "test_seed")
+OVERRIDABLE = RUN_FIELDS + CALIBRATION_FIELDS + TEST_FIELDS
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a table: a task, a method (``canonical_method``) and a seed."""
+
+    task: str
+    method: str
+    seed: int
+
+    def __post_init__(self):
+        check_task(self.task)
+        if self.method != canonical_method(self.method):
+            raise ConfigError(f"method {self.method!r} is spelled {canonical_method(self.method)!r} in a cell")
+
+    @classmethod
+    def of(cls, task: str, method: str, seed: int, window: int | None = None, period: int | None = None) -> "Cell":
+        return cls(task, canonical_method(method, window, period), seed)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A resolved cell: the run it trains, ABC's source and calibration, and its test."""
+
+    recipe: str
+    cell: Cell
+    run: RunConfig
+    source: RunConfig | None  # ABC: the Vanilla run calibrated from
+    calibration: Calibration | None  # ABC only
+    lengths: tuple
+    test_seed: int
+    overrides: tuple = ()  # ((field, value), …) given on top of the recipe, sorted
+
+    @property
+    def name(self) -> str:
+        """The run directory's name: ``vanilla+w=1-s0``, ``abc-s2``, plus its overrides."""
+        name = f"{self.cell.method}-s{self.cell.seed}"
+        if self.overrides:
+            name += "-" + ",".join(f"{key}={_slug(value)}" for key, value in self.overrides)
+        return re.sub(r"[^A-Za-z0-9.,=+_-]", "_", name)
+
+    @property
+    def identity(self) -> str:
+        """What groups this cell's runs (wandb ``group``): recipe, task and run name."""
+        return f"{self.recipe}/{self.cell.task}/{self.name}"
+
+    def source_experiment(self) -> "Experiment":
+        """ABC's source as a cell of its own (Vanilla, the same seed and shared overrides)."""
+        shared = tuple((key, value) for key, value in self.overrides if key in SHARED_FIELDS)
+        return Experiment(self.recipe, Cell(self.cell.task, "vanilla", self.cell.seed), run=self.source, source=None,
+                          calibration=None, lengths=self.lengths, test_seed=self.test_seed, overrides=shared)
+
+    def to_dict(self) -> dict:
+        """As JSON holds it (tuples as lists): what ``experiment.json`` and ``--dry-run`` show."""
+        return json.loads(json.dumps(self._fields()))
+
+    def _fields(self) -> dict:
+        return {"recipe": self.recipe, "cell": asdict(self.cell), "run": self.run.to_dict(),
+                "source": self.source.to_dict() if self.source else None,
+                "calibration": asdict(self.calibration) if self.calibration else None,
+                "lengths": list(self.lengths), "test_seed": self.test_seed, "overrides": dict(self.overrides)}
+
+
+def _slug(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
+
+
+def _run_config(recipe: Recipe, task: str, method: str, seed: int) -> RunConfig:
+    scheme, window, period = parse_method(method)
+    abc = method == "abc"
+    scaffolded = abc or window is not None
+    steps = recipe.steps_alibi if scheme == "alibi" else recipe.steps
+    if task == "addition" and method == "vanilla":
+        steps = recipe.steps_addition_plain
+    if task in ("parity", "parity_class") and not scaffolded:
+        steps = recipe.steps_parity_plain
+    return RunConfig(
+        task=task, scheme=scheme, period=period, window=window, bias_file=ABC_BIAS if abc else None, preset=recipe.preset,
+        enc_layers=recipe.enc_layers_in_attention if scheme in IN_ATTENTION else recipe.enc_layers,
+        pe_scale=recipe.scaffold_pe_scale if scaffolded and scheme == "vanilla" and period == 0 else 1.0,
+        pad_width=recipe.pad_width, seed=seed, steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,
+        warmup=recipe.warmup, stop_at=recipe.stop_at if scaffolded else recipe.stop_at_plain,
+        train_on=recipe.train_on if window is not None else 1.0, eval_every=recipe.eval_every, valid_size=recipe.valid_size)
+
+
+def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experiment:
+    """The one configuration of ``cell`` under ``recipe``, with ``overrides`` (field → value,
+    each given on the command line) on top. Shared fields (geometry, model, data, optimizer)
+    apply to ABC's source too; the others to the cell's own run only."""
+    overrides = {key: value for key, value in (overrides or {}).items() if value is not None}
+    unknown = sorted(set(overrides) - set(OVERRIDABLE))
+    if unknown:
+        raise ConfigError(f"{unknown[0]!r} is not a field a run can override; fields are {', '.join(OVERRIDABLE)}")
+    overrides = {key: tuple(value) if isinstance(value, list) else value for key, value in overrides.items()}
+    abc = cell.method == "abc"
+    if not abc and any(key in CALIBRATION_FIELDS for key in overrides):
+        raise ConfigError(f"{next(k for k in overrides if k in CALIBRATION_FIELDS)} is an ABC setting; it applies to --method abc only")
+    if abc and "bias_file" in overrides:
+        raise ConfigError("--method abc calibrates its own bias; drop --bias (or use --method vanilla --bias FILE)")
+    base = _run_config(recipe, cell.task, cell.method, cell.seed)
+    base_values = {**base.to_dict(), **asdict(recipe.calibration_for(cell.task)), "lengths": recipe.lengths, "test_seed": recipe.test_seed}
+    overrides = {key: value for key, value in overrides.items() if base_values.get(key, ...) != value}  # the recipe's own value is no override
+    run_fields = {key: value for key, value in overrides.items() if key in RUN_FIELDS}
+    try:
+        run = replace(base, **run_fields)
+        source = calibration = None
+        if abc:
+            source = replace(_run_config(recipe, cell.task, "vanilla", cell.seed), **{k: v for k, v in run_fields.items() if k in SHARED_FIELDS})
+            calibration = replace(recipe.calibration_for(cell.task), **{k: v for k, v in overrides.items() if k in CALIBRATION_FIELDS})
+    except TypeError as error:  # a value of the wrong type in a recipe file or an override
+        raise ConfigError(str(error)) from None
+    lengths = tuple(overrides.get("lengths", recipe.lengths))
+    if not lengths or any(not isinstance(n, int) or n < 1 for n in lengths):
+        raise ConfigError(f"lengths must be whole numbers of at least 1, got {list(lengths)}")
+    if run.pad_width is not None and max(lengths) > run.pad_width:
+        raise ConfigError(f"length {max(lengths)} does not fit the pad width {run.pad_width}; pass a wider --pad-width or shorter --lengths")
+    return Experiment(recipe.name, cell, run, source, calibration, lengths, overrides.get("test_seed", recipe.test_seed),
+                      tuple(sorted(overrides.items())))
+
+
+def cell_dir(root: str, experiment: Experiment) -> str:
+    """Where a cell's run lives under a root: ``ROOT/TASK/NAME``."""
+    return os.path.join(root, experiment.cell.task, experiment.name)
+
+
+def describe(experiment: Experiment) -> str:
+    """The resolved configuration as indented JSON (what ``--dry-run`` prints)."""
+    return json.dumps(experiment.to_dict(), indent=2)
+

@@ -1,0 +1,174 @@
+"""One experiment definition behind every command: the CLI, the sweeps and `reproduce` resolve a
+cell to the same configuration, and train the same model from it."""
+
+import ast
+import glob
+import json
+import os
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from abcmini.experiment import ABS_METHODS, ABS_TASKS, MAIN_METHODS, MAIN_TASKS, PAPER, QUICK, RECIPES, Cell, load_recipe, resolve
+from abcmini.reproduce import plan, table_cells
+from abcmini.sweep import command_line, expand, load_sweep
+from cli import app
+
+runner = CliRunner()
+STUDIED = ("kappa_cross", "kappa_self")  # what a sweep may vary beyond the cell; every other value is the recipe's
+
+
+def dry_run(*args) -> dict:
+    result = runner.invoke(app, ["train", *map(str, args), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def reproduce_experiment(recipe, task, method, seed, overrides=None, window=None, period=None) -> dict:
+    """What `reproduce` resolves for a cell: the job of that cell in its plan."""
+    cell = Cell.of(task, method, seed, window, period)
+    (job,) = [job for job in plan(recipe, [cell], "root", overrides) if job.cell == cell]
+    return job.experiment.to_dict()
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob("sweeps/*.yaml")))
+def test_every_sweep_run_resolves_to_what_reproduce_runs_for_its_cell(path):
+    config = load_sweep(path)
+    runs = expand(config)
+    assert len(runs) > 1
+    for params in runs:
+        argv = command_line(config, params, interpreter="python")
+        assert argv[:3] == ["python", "cli.py", "train"]
+        resolved = dry_run(*argv[3:])["experiment"]
+        overrides = {key: value for key, value in params.items() if key in STUDIED}
+        expected = reproduce_experiment(load_recipe(params["recipe"]), params["task"], params["method"], params.get("seed", 0),
+                                        overrides, params.get("window"), params.get("period"))
+        assert resolved == expected, (argv, resolved, expected)
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_train_resolves_every_cell_of_both_tables_as_reproduce_does(recipe):
+    cells = table_cells(MAIN_TASKS, MAIN_METHODS, (0, 1, 2)) + table_cells(ABS_TASKS, ABS_METHODS, (0, 1, 2))
+    assert len(set(cells)) == 3 * (3 * 4 + 4 * 4 - 3)  # both tables, Vanilla once per task
+    jobs = {job.cell: job.experiment.to_dict() for job in plan(RECIPES[recipe], cells, "root")}
+    for cell in cells:
+        resolved = dry_run("--recipe", recipe, "--task", cell.task, "--method", cell.method, "--seed", cell.seed)
+        assert resolved["experiment"] == jobs[cell], cell
+        assert resolved["experiment"]["overrides"] == {}
+
+
+def test_an_option_overrides_one_field_and_is_recorded():
+    plain = dry_run("--task", "addition", "--method", "abc")
+    assert plain["out"] == os.path.join("runs", "paper", "addition", "abc-s0")
+    assert plain["source"] == os.path.join("runs", "paper", "addition", "vanilla-s0")
+    changed = dry_run("--task", "addition", "--method", "abc", "--steps", 99, "--kappa-cross", 3, "--lr", 0.002)
+    assert changed["experiment"]["overrides"] == {"steps": 99, "kappa_cross": 3.0, "lr": 0.002}
+    assert changed["experiment"]["run"]["steps"] == 99 and changed["experiment"]["source"]["steps"] == PAPER.steps_addition_plain
+    assert changed["experiment"]["source"]["lr"] == 0.002  # the optimizer is shared by source and retraining
+    assert changed["experiment"]["calibration"]["kappa_cross"] == 3.0
+    assert changed["out"] != plain["out"] and changed["source"] != plain["source"]
+    for key in ("run", "calibration"):
+        differing = {k for k in plain["experiment"][key] if plain["experiment"][key][k] != changed["experiment"][key][k]}
+        assert differing == {"run": {"steps", "lr"}, "calibration": {"kappa_cross"}}[key]
+    # the recipe's own value is no override
+    assert dry_run("--task", "addition", "--method", "abc", "--kappa-cross", 4.5) == plain
+    # options that only name the cell are no override either
+    assert dry_run("--method", "vanilla", "--window", 1, "--period", 3)["experiment"] == dry_run("--method", "+T=3")["experiment"]
+
+
+def test_a_recipe_file_is_a_copy_with_edits(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("base: quick\npad_width: 30\ncalibration:\n  kappa_cross: 2.5\ncalibration_layers: [[successor, [1]]]\n")
+    mine = load_recipe(str(path))
+    assert mine.name == "mine" and mine.pad_width == 30 and mine.steps == QUICK.steps
+    assert mine.calibration_for("successor").layers == (1,) and mine.calibration.kappa_cross == 2.5
+    assert mine.calibration.samples == QUICK.calibration.samples
+    resolved = dry_run("--recipe", path, "--method", "abc")
+    assert resolved["out"] == os.path.join("runs", "mine", "successor", "abc-s0") and resolved["experiment"]["run"]["pad_width"] == 30
+    path.write_text("base: paper\nsteps_per_day: 3\n")
+    result = runner.invoke(app, ["train", "--recipe", str(path), "--dry-run"])
+    assert result.exit_code == 2 and "unknown field 'steps_per_day'" in result.output and "Traceback" not in result.output
+
+
+def test_every_recipe_value_carries_a_reason():
+    for recipe in RECIPES.values():
+        for name, _, reason in recipe.reasons():
+            assert reason and len(reason) < 110, name
+    result = runner.invoke(app, ["recipe", "quick"])
+    assert result.exit_code == 0 and "kappa_cross" in result.output and "3.0" in result.output
+
+
+def test_train_help_fits_80_columns(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    result = runner.invoke(app, ["train", "--help"], terminal_width=80)
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert len(lines) < 100 and max(map(len, lines)) <= 80
+    assert "…" not in "".join(line.split()[0] for line in lines if line.strip().startswith("--"))
+    assert "`" not in result.output and "_" not in "".join(line.split()[0] for line in lines if line.strip().startswith("--"))
+
+
+def imports_of(path: str) -> list[tuple[str, bool]]:
+    """``(abcmini module, imported at top level)`` for every import of an abcmini module in ``path``."""
+    tree, found = ast.parse(open(path).read()), []
+    top = set(map(id, tree.body))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("abcmini."):
+            found.append((node.module.split(".")[1], id(node) in top))
+    return found
+
+
+def test_the_package_imports_one_way_down():
+    modules = {os.path.basename(p)[:-3]: p for p in glob.glob("abcmini/*.py") if not p.endswith("__init__.py")}
+    graph = {name: {module for module, _ in imports_of(path)} for name, path in modules.items()}
+    assert all(top for path in modules.values() for _, top in imports_of(path)), "an abcmini import hides inside a function"
+    done, visiting = set(), []
+
+    def visit(name):
+        assert name not in visiting, f"import cycle: {' → '.join(visiting + [name])}"
+        if name not in done:
+            visiting.append(name)
+            for other in graph[name]:
+                visit(other)
+            visiting.pop()
+            done.add(name)
+
+    for name in graph:
+        visit(name)
+
+
+def accuracies(run_dir) -> dict:
+    return json.loads((run_dir / "eval.json").read_text())["accuracy"]
+
+
+def abc_twice(recipe: str, root) -> tuple[dict, dict]:
+    """The ABC cell of ``recipe`` on Successor, seed 0, from `reproduce` (a worker, one thread)
+    and from `train --threads 1`."""
+    result = runner.invoke(app, ["reproduce", "--recipe", recipe, "--tasks", "successor", "--methods", "abc", "--seeds", "0",
+                                 "--workers", "1", "--out", str(root / "reproduce")])
+    assert result.exit_code == 0, result.output
+    threads = torch.get_num_threads()
+    try:
+        result = runner.invoke(app, ["train", "--recipe", recipe, "--task", "successor", "--method", "abc", "--threads", "1",
+                                     "--no-wandb", "--out", str(root / "train")])
+    finally:
+        torch.set_num_threads(threads)
+    assert result.exit_code == 0, result.output
+    return accuracies(root / "reproduce" / "successor" / "abc-s0"), accuracies(root / "train")
+
+
+def test_train_gives_reproduces_abc_cell_bit_for_bit(tmp_path):
+    """A small recipe file (quick, in a pad-12 frame) so the default test run stays short."""
+    recipe = tmp_path / "small.yaml"
+    recipe.write_text("base: quick\npad_width: 12\nlengths: [6, 12]\neval_every: 100\nvalid_size: 300\n"
+                      "calibration: {samples: 200, kappa_cross: 2.5}\n")
+    from_reproduce, from_train = abc_twice(str(recipe), tmp_path)
+    assert set(from_train) == {"6", "12"} and from_train == from_reproduce
+    assert 0.5 < from_train["12"] < 1.0  # an ABC model that extrapolates, with errors to agree on
+
+
+@pytest.mark.slow
+def test_train_recipe_quick_gives_reproduce_quicks_abc_cell_bit_for_bit(tmp_path):
+    from_reproduce, from_train = abc_twice("quick", tmp_path)
+    assert set(from_train) == {"6", "10", "15", "20"} and from_train == from_reproduce
