@@ -6,7 +6,6 @@ Options also take the underscore spelling a wandb sweep agent passes (``--pad_wi
 """
 
 import os
-import shutil
 import sys
 import time
 from contextlib import contextmanager
@@ -19,21 +18,47 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer v
 from typer.core import TyperGroup
 
 from abcmini.errors import UserError
-from abcmini.track import Tracker
 
 console = Console()
 errors = Console(stderr=True)
 
 
+TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def boolean_values(command, args: list[str]) -> list[str]:
+    """A sweep agent's ``--flag=True`` / ``--flag=False`` as Click's ``--flag`` / ``--no-flag``."""
+    flags = {}
+    for param in getattr(command, "params", []):
+        if getattr(param, "is_flag", False) and param.opts:
+            off = param.secondary_opts[0] if param.secondary_opts else None
+            flags.update({name.replace("_", "-"): (param.opts[0], off) for name in param.opts})
+    out = []
+    for arg in args:
+        name, equals, value = arg.partition("=")
+        name = name.replace("_", "-")
+        if equals and name in flags and value.lower() in TRUE + FALSE:
+            on, off = flags[name]
+            chosen = on if value.lower() in TRUE else off
+            out += [chosen] if chosen else []
+        else:
+            out.append(arg)
+    return out
+
+
 class OneLineErrors(TyperGroup):
     """Typer's own parse errors (``--steps abc``, an unknown option) as one line and exit code 2,
-    like the errors our commands raise, instead of a usage panel."""
+    like the errors our commands raise, instead of a usage panel; boolean options also take a
+    sweep agent's ``--flag=value``."""
 
-    def main(self, *args, standalone_mode: bool = True, **kwargs):
+    def main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
+        args = list(sys.argv[1:] if args is None else args)
+        if args and args[0] in self.commands:
+            args = args[:1] + boolean_values(self.commands[args[0]], args[1:])
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, *rest, standalone_mode=False, **kwargs)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, *rest, standalone_mode=False, **kwargs)
         except NoArgsIsHelpError as error:
             console.print(error.format_message(), highlight=False)
             sys.exit(0)
@@ -52,7 +77,6 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"token_normalize_func": lambda name: name.replace("_", "-")},  # --pad_width → --pad-width
 )
-LOG_EVERY = 10  # training loss and learning rate go to wandb every this many steps
 
 
 @contextmanager
@@ -89,67 +113,51 @@ def pick_device(device: str) -> str:
     return device
 
 
-def tracking_config(experiment: dict, label: str) -> dict:
-    """The wandb config of a run: its run configuration's fields flat (so the runs table groups
-    by task, method, pad width …), the method as the tables name it, and the rest of its cell."""
-    from abcmini import __version__
-
-    run = experiment["run"]
-    return {**run, "method": label, "cell_method": experiment["cell"]["method"], "recipe": experiment["recipe"],
-            "geometry": "fixed" if run["pad_width"] else "growing", "lengths": experiment["lengths"],
-            "test_seed": experiment["test_seed"], "overrides": experiment["overrides"], "source": experiment["source"],
-            "calibration": experiment["calibration"], "version": __version__}
-
-
 class ConsoleHooks:
-    """A cell's progress on the console (a bar with an ETA on a terminal, a line per evaluation
-    otherwise) and in wandb (the cell's own run)."""
+    """A cell's progress on the console: a bar with an ETA for training and for each test length
+    on a terminal, a plain line per validation and per length otherwise."""
 
-    def __init__(self, tracker: Tracker):
-        self.tracker, self.progress, self.bar, self.role, self.cfg = tracker, None, None, None, None
+    def __init__(self):
+        self.progress = self.bar = None
+
+    def _progress(self, *fields):
+        return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), *fields, TimeElapsedColumn(),
+                        TimeRemainingColumn(), console=console, transient=False)
 
     @contextmanager
     def training(self, role, trainer):
-        self.role, self.cfg = role, trainer.cfg
-        console.print(f"[bold]{'train' if role == 'run' else 'ABC source'}[/] {trainer.cfg.task} · {trainer.cfg.label} · "
-                      f"{'pad width ' + str(trainer.cfg.pad_width) if trainer.cfg.pad_width else 'growing geometry'} · "
-                      f"seed {trainer.cfg.seed} → {trainer.run_dir}", soft_wrap=True, highlight=False)
-        columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("loss {task.fields[loss]:.4f} · valid {task.fields[valid]}"), TimeElapsedColumn(), TimeRemainingColumn()]
-        with Progress(*columns, console=console) as self.progress:
-            self.bar = self.progress.add_task("training", total=trainer.cfg.steps, completed=trainer.step_count, loss=float("nan"), valid="–")
+        cfg = trainer.cfg
+        console.print(f"[bold]{'train' if role == 'run' else 'ABC source'}[/] {cfg.task} · {cfg.label} · "
+                      f"{'pad width ' + str(cfg.pad_width) if cfg.pad_width else 'growing geometry'} · "
+                      f"seed {cfg.seed} → {trainer.run_dir}", soft_wrap=True, highlight=False)
+        with self._progress(TextColumn("loss {task.fields[loss]:.4f} · valid {task.fields[valid]}")) as self.progress:
+            self.bar = self.progress.add_task("training", total=cfg.steps, completed=trainer.step_count, loss=float("nan"), valid="–")
             yield
         last = trainer.history[-1] if trainer.history else {}
         console.print(f"done: step {last.get('step')} · valid exact match {last.get('valid_acc', 0):.2%} · {last.get('seconds', 0):.0f}s")
 
     def step(self, step, loss):
-        from abcmini.experiment import learning_rate
-
         self.progress.update(self.bar, completed=step, loss=loss)
-        if self.role == "run" and step % LOG_EVERY == 0:
-            self.tracker.log({"train/loss": loss, "train/lr": learning_rate(self.cfg, step - 1)}, step=step)
 
     def validated(self, entry):
         self.progress.update(self.bar, valid=f"{entry['valid_acc']:.2%}")
-        if self.role == "run":
-            self.tracker.log({"valid/exact_match": entry["valid_acc"], "train/loss_mean": entry["loss"], "train/seconds": entry["seconds"]},
-                             step=entry["step"])
         if not console.is_terminal:  # a log file gets one plain line per evaluation
             console.print(f"step {entry['step']:>6} · loss {entry['loss']:.4f} · valid {entry['valid_acc']:.2%} · {entry['seconds']:.0f}s")
             sys.stdout.flush()
 
-    def calibrated(self, result, seconds, pngs):
+    def calibrated(self, result, seconds):
         print_calibration(result, seconds)
-        self.tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
 
-    def trained(self, trainer):
-        last = trainer.history[-1] if trainer.history else {}
-        self.tracker.summary({"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0)})
-        log_model_figures(self.tracker, trainer.cfg, trainer.model, trainer.valid, trainer.step_count)
+    @contextmanager
+    def evaluating(self, length, batches):
+        with self._progress() as progress:
+            bar = progress.add_task(f"length {length}", total=batches)
+            yield lambda: progress.advance(bar)
 
     def evaluated(self, length, accuracy, seconds):
-        console.print(f"length {length:>3}: {accuracy:.2%} ({seconds:.1f}s)", highlight=False)
-        sys.stdout.flush()
+        if not console.is_terminal:
+            console.print(f"length {length:>3}: {accuracy:.2%} ({seconds:.1f}s)", highlight=False)
+            sys.stdout.flush()
 
 
 def print_calibration(result: dict, seconds: float) -> None:
@@ -173,21 +181,6 @@ def print_accuracy(record: dict) -> None:
     for length, acc in record["accuracy"].items():
         table.add_row(length, f"{100 * acc:.2f}%")
     console.print(table)
-
-
-def log_model_figures(tracker, cfg, model, example, step=None):
-    """Attention heatmaps for a fixed input and the run's scaffold (ABS window / ABC bias), per head."""
-    if tracker.run is None:
-        return
-    from abcmini.figures import attention_figures, bias_figures, close
-    from abcmini.tasks import detokenize
-
-    figures = attention_figures(model, example, cfg.label)
-    if model.scaffold is not None:
-        figures |= bias_figures(model.scaffold, example.tgt_out.shape[1], detokenize(example.src[0]), cfg.label)
-    tracker.images(figures, step=step)
-    for fig in figures.values():
-        close(fig)
 
 
 @app.command()
@@ -219,6 +212,7 @@ def train(
     out: str = typer.Option(None, help="Run directory [default: runs/RECIPE/TASK/NAME]."),
     source: str = typer.Option(None, help="ABC: the Vanilla run to calibrate (trained first if unfinished)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
+    proceed: bool = typer.Option(False, "--continue", help="Continue the run if there is one, else start it (sweeps)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run in --out."),
     threads: int = typer.Option(None, min=1, help="Torch threads [default: torch's]."),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
@@ -231,11 +225,13 @@ def train(
     With --method abc: train Vanilla to interpolation (the source), calibrate its attention, retrain a fresh model with the bias; exactly what abcmini reproduce runs for the cell.
     """
     from abcmini import experiment as ex
-    from abcmini.pipeline import run_cell, use_threads
-    from abcmini.store import has_run
+    from abcmini.limits import check_memory, check_writable
+    from abcmini.pipeline import Tracking, run_cell, use_threads
+    from abcmini.recipes import load_recipe
+    from abcmini.store import check_bias_matches, clear_run, has_run, load_bias
 
     with user_errors():
-        chosen = ex.load_recipe(recipe)
+        chosen = load_recipe(recipe)
         cell = ex.Cell.of(task, method, seed, window, period)
         overrides = {"preset": preset, "enc_layers": enc_layers, "pe_scale": pe_scale, "pad_width": pad_width, "data_seed": data_seed,
                      "steps": steps, "stop_at": stop_at, "train_on": train_on, "batch_size": batch_size, "lr": lr, "warmup": warmup,
@@ -260,23 +256,33 @@ def train(
         if os.path.exists(run_dir) and not os.path.isdir(run_dir):
             raise UserError(f"--out {run_dir!r} is a file, not a directory")
         exists = has_run(run_dir)
+        resume = resume or (proceed and exists)
         if exists and not (resume or overwrite):
             raise UserError(f"{run_dir!r} already holds a run; pass --resume to continue it or --overwrite to replace it")
         if resume and not exists:
             raise UserError(f"--resume: {run_dir!r} holds no run to continue")
         if overwrite and os.path.isdir(run_dir) and not exists:
             raise UserError(f"--overwrite: {run_dir!r} holds no abcmini run; refusing to delete it")
+        if bias:
+            check_bias_matches(load_bias(bias), task, experiment.run.pad_width, experiment.run.model_config().heads, bias)
+            if overwrite and os.path.abspath(os.path.dirname(bias)) == os.path.abspath(run_dir):
+                raise UserError(f"--overwrite would delete {bias!r}, the bias this run trains with; move it out of {run_dir!r} first")
         device = pick_device(device)
+        check_memory(experiment.run, device)
+        if experiment.source is not None:
+            check_memory(experiment.source, device, experiment.calibration.samples, "calibration")
     if dry_run:
         console.print_json(data={"out": run_dir, "source": source_dir, "experiment": experiment.to_dict()})
         return
+    with user_errors():
+        for directory, option in ((run_dir, "--out"), (source_dir, "--source")):
+            if directory:
+                check_writable(directory, option)
     if overwrite and exists:
-        shutil.rmtree(run_dir)
+        clear_run(run_dir)
     use_threads(threads)
-    with Tracker.start(wandb, run_dir, "train", tracking_config(experiment.to_dict(), experiment.run.label), wandb_project, group=experiment.identity) as tracker:
-        with user_errors():
-            record = run_cell(experiment, run_dir, source_dir, device, ConsoleHooks(tracker))
-        tracker.extrapolation({int(n): acc for n, acc in record["accuracy"].items()}, record["method"])
+    with user_errors():
+        record = run_cell(experiment, run_dir, source_dir, device, ConsoleHooks(), Tracking(wandb, wandb_project))
     print_accuracy(record)
 
 
@@ -291,26 +297,11 @@ def evaluate(
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
 ):
     """Exact match by length on the seeded test sets; merges into RUN_DIR/eval.json."""
-    from abcmini.evaluate import pad_width_for
-    from abcmini.experiment import PAPER
-    from abcmini.pipeline import evaluate as evaluate_run
-    from abcmini.store import load_checkpoint, read_experiment
-    from abcmini.train import load_model
+    from abcmini.pipeline import Tracking, evaluate_run
 
     with user_errors():
-        experiment = read_experiment(run_dir) if os.path.isdir(run_dir) else None
-        wanted = parse_integers(lengths, "--lengths", minimum=1) if lengths else tuple((experiment or {}).get("lengths", PAPER.lengths))
-        test_seed = seed if seed is not None else (experiment or {}).get("test_seed", PAPER.test_seed)
-        state = load_checkpoint(run_dir)
-        cfg, model = load_model(state, pick_device(device))
-        for length in wanted:
-            pad_width_for(length, cfg.pad_width)
-    config = {**tracking_config(experiment, cfg.label), "lengths": list(wanted), "test_seed": test_seed} if experiment else {**cfg.to_dict(), "method": cfg.label}
-    group = f"{experiment['recipe']}/{experiment['cell']['task']}/{os.path.basename(os.path.normpath(run_dir))}" if experiment else None
-    with Tracker.start(wandb, run_dir, "eval", config, wandb_project, group=group) as tracker:
-        with user_errors():
-            record = evaluate_run(run_dir, experiment, cfg, model, state["history"], wanted, test_seed, ConsoleHooks(tracker), batch_size=batch_size)
-        tracker.extrapolation({n: record["accuracy"][str(n)] for n in wanted}, record["method"])
+        wanted = parse_integers(lengths, "--lengths", minimum=1) if lengths else None
+        record = evaluate_run(run_dir, wanted, seed, pick_device(device), ConsoleHooks(), Tracking(wandb, wandb_project), batch_size)
     print_accuracy(record)
 
 
@@ -331,48 +322,49 @@ def calibrate_command(
     seed: int = typer.Option(None, help="Seed of that subset."),
     min_accuracy: float = typer.Option(None, help="Refuse a run below this validation exact match."),
     out: str = typer.Option(None, help="Bias file to write [default: RUN_DIR/abc_bias.pt]; heatmaps go beside it."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing bias file."),
     wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),
     wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
 ):
     """ABC: average an interpolating model's attention and turn it into line-table biases usable at any length (train --bias FILE)."""
     from dataclasses import asdict, replace
 
-    from abcmini import experiment as ex
-    from abcmini.biases import Calibrated
-    from abcmini.calibrate import calibrate_run
-    from abcmini.figures import calibration_figures
+    from abcmini.experiment import RunConfig
+    from abcmini.limits import check_memory, check_writable
+    from abcmini.pipeline import Tracking, calibrate_stage
+    from abcmini.recipes import RECIPES, load_recipe
     from abcmini.store import load_checkpoint, read_experiment
 
     with user_errors():
         recorded = read_experiment(run_dir) if os.path.isdir(run_dir) else None
         name = recipe or (recorded or {}).get("recipe") or "paper"
-        chosen = ex.load_recipe(name if name in ex.RECIPES or recipe else "paper")
-        task = load_checkpoint(run_dir)["config"]["task"]
+        chosen = load_recipe(name if name in RECIPES or recipe else "paper")
+        state = load_checkpoint(run_dir)
+        task = state["config"]["task"]
         given = {"layers": layers and parse_integers(layers, "--layers"), "self_directions": directions and parse_integers(directions, "--directions"),
                  "cross_directions": cross_directions and parse_integers(cross_directions, "--cross-directions"),
                  "kappa_cross": kappa_cross, "kappa_self": kappa_self, "min_support": min_support, "drop_padding": drop_padding,
                  "empty": empty, "skip_start": skip_start, "samples": samples, "seed": seed, "min_accuracy": min_accuracy}
         settings = replace(chosen.calibration_for(task), **{k: v for k, v in given.items() if v is not None})
+        cfg = RunConfig(**state["config"])
+        check_memory(cfg, "cpu", settings.samples, "calibration")
         path = out or os.path.join(run_dir, "abc_bias.pt")
-        start = time.perf_counter()
-        result = calibrate_run(run_dir, path, settings)
-    seconds = time.perf_counter() - start
+        if os.path.isdir(path):
+            raise UserError(f"--out {path!r} is a directory; name the bias file to write")
+        if os.path.exists(path) and not overwrite:
+            raise UserError(f"{path!r} exists (a run may train with it); pass --overwrite to replace it, or another --out")
+        check_writable(os.path.dirname(os.path.abspath(path)), "--out")
+        identity = (recorded or {}).get("identity") or os.path.basename(os.path.normpath(run_dir))
+        result = calibrate_stage(run_dir, path, settings, recorded, cfg, ConsoleHooks(),
+                                 Tracking(wandb, wandb_project), identity, identity)
     console.print(f"recipe {chosen.name}'s calibration for {task}: {asdict(settings)}", soft_wrap=True, highlight=False)
-    print_calibration(result, seconds)
-    pngs = calibration_figures(os.path.dirname(os.path.abspath(path)), task, result["attention"]["self"], result["attention"]["cross"],
-                               Calibrated.from_state(result["bias"]), result["example"], settings.layers)
-    console.print(f"→ {path}; heatmaps: {', '.join(os.path.basename(p) for p in pngs.values())}", soft_wrap=True, highlight=False)
-    config = {**result["config"].to_dict(), "method": result["config"].label, "recipe": chosen.name,
-              "source": os.path.abspath(run_dir), "calibration": result["calibration"]}
-    with Tracker.start(wandb, run_dir, "calibrate", config, wandb_project) as tracker:
-        tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
-        tracker.summary({"calibration/seconds": seconds})
+    console.print(f"→ {path}; heatmaps: {', '.join(os.path.basename(p) for p in result['pngs'].values())}", soft_wrap=True, highlight=False)
 
 
 @app.command("recipe")
 def recipe_command(name: str = typer.Argument("paper", help="paper | quick | a recipe YAML file.")):
     """Print a recipe: every value and the reason for it."""
-    from abcmini.experiment import load_recipe
+    from abcmini.recipes import load_recipe
 
     with user_errors():
         chosen = load_recipe(name)
@@ -407,19 +399,39 @@ def report_command(
     console.print(f"→ {out}, {', '.join(os.path.basename(p) for p in pngs)}{', ' + readme if readme else ''}", highlight=False, soft_wrap=True)
 
 
+@app.command("dashboard")
+def dashboard_command(
+    runs_dir: str = typer.Argument("runs", help="Directory searched (recursively) for result records (eval.json)."),
+    out: str = typer.Option(None, help="HTML file to write [default: RUNS_DIR/dashboard.html]."),
+):
+    """One self-contained HTML page comparing the methods: accuracy against length, both tables, each cell's training, attention and scaffold."""
+    from abcmini.dashboard import write_dashboard
+
+    with user_errors():
+        if not os.path.isdir(runs_dir):
+            raise UserError(f"runs directory {runs_dir!r} does not exist")
+        path = write_dashboard(runs_dir, out or os.path.join(runs_dir, "dashboard.html"))
+    console.print(f"→ {path} (open it in a browser; it works offline)", highlight=False, soft_wrap=True)
+
+
 @app.command("reproduce")
 def reproduce_command(
     recipe: str = typer.Option("paper", help="paper | quick | a recipe YAML file."),
     tasks: str = typer.Option("successor,addition,nx1,parity", help="Comma-separated tasks."),
     methods: str = typer.Option("vanilla,alibi,rope,abc,+w=1,+T=3,NoPE+w=1", help="Comma-separated methods of the paper's two tables."),
     seeds: str = typer.Option("0,1,2", help="Comma-separated seeds; tables report the median and range."),
-    quick: bool = typer.Option(False, help="Small but real: recipe quick, Successor, Vanilla and ABC, seed 0."),
+    quick: bool = typer.Option(False, "--quick", help="Small but real: recipe quick, Successor, Vanilla and ABC, seed 0."),
     out: str = typer.Option(None, help="Root of the runs, report.md and figures [default: runs/RECIPE]."),
     workers: int = typer.Option(2, min=1, help="Cells trained side by side (one thread each)."),
+    wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track every run with Weights & Biases (offline without an API key)."),
+    wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print every cell's resolved configuration and exit."),
 ):
     """The paper end to end: every cell of both tables through the same path as abcmini train, then the tables and figures. Resumes where it stopped."""
-    from abcmini.experiment import load_recipe
+    from abcmini.recipes import load_recipe
+    from abcmini.dashboard import write_dashboard
+    from abcmini.limits import check_memory, check_writable
+    from abcmini.pipeline import Tracking
     from abcmini.report import write_report
     from abcmini.reproduce import plan, read_invocations, run_all, table_cells
 
@@ -430,12 +442,19 @@ def reproduce_command(
         out = out or os.path.join("runs", chosen.name)
         seed_list = parse_integers(seeds, "--seeds", minimum=0)
         jobs = plan(chosen, table_cells(tasks.split(","), methods.split(","), seed_list), out)
+        for job in jobs:
+            check_memory(job.experiment.run, "cpu")
+        if not dry_run:
+            check_writable(out)
     if dry_run:
         console.print_json(data=[{"out": job.run_dir, "source": job.source_dir, "experiment": job.experiment.to_dict()} for job in jobs])
         return
-    console.print(f"[bold]reproduce[/] {len(jobs)} runs · recipe {chosen.name} · {tasks} · {methods} · seeds {list(seed_list)} "
-                  f"· {workers} workers → {out}", soft_wrap=True)
+    to_do = sum(not job.done() for job in jobs)
+    console.print(f"[bold]reproduce[/] {len(jobs)} runs ({to_do} to do) · recipe {chosen.name} · {tasks} · {methods} · "
+                  f"seeds {list(seed_list)} · {workers} workers → {out}", soft_wrap=True)
     start = time.perf_counter()
+    progress = Progress(TextColumn("reproduce"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"), TimeElapsedColumn(),
+                        TimeRemainingColumn(), console=console)
 
     def on_done(job, result):
         if "error" in result:
@@ -446,15 +465,25 @@ def reproduce_command(
             accs = " ".join(f"{n}:{100 * a:.1f}" for n, a in result["accuracy"].items())
             console.print(f"{time.perf_counter() - start:7.0f}s  {job.cell.task:<9} {result['method']:<16} s{job.cell.seed}  "
                           f"{result['train_steps']} steps {result['train_seconds']:.0f}s  {accs}", highlight=False, soft_wrap=True)
+        progress.advance(bar)
         sys.stdout.flush()
 
-    results = run_all(jobs, workers, on_done)
+    try:
+        with progress:
+            bar = progress.add_task("cells", total=len(jobs), completed=len(jobs) - to_do)
+            results = run_all(jobs, workers, on_done, Tracking(wandb, wandb_project))
+    except KeyboardInterrupt:
+        done = read_invocations(out)[-1]["done"]
+        errors.print(f"interrupted after {time.perf_counter() - start:.0f}s: {done} cell{'s' * (done != 1)} finished in this invocation; "
+                     f"every unfinished run keeps its last checkpoint; rerun the same command to resume", soft_wrap=True, highlight=False)
+        raise typer.Exit(130) from None
     with user_errors():
         text, pngs = write_report(out, os.path.join(out, "report.md"), read_invocations(out))
+        dashboard = write_dashboard(out, os.path.join(out, "dashboard.html"))
     console.print(text, highlight=False, soft_wrap=True)
     failed = sum("error" in r for r in results)
     console.print(f"reproduce: {len(results) - failed} runs done, {failed} failed, {time.perf_counter() - start:.0f}s → "
-                  f"{os.path.join(out, 'report.md')}, {', '.join(os.path.basename(p) for p in pngs)}", soft_wrap=True, highlight=False)
+                  f"{os.path.join(out, 'report.md')}, {dashboard}, {', '.join(os.path.basename(p) for p in pngs)}", soft_wrap=True, highlight=False)
     if failed:
         raise typer.Exit(1)
 
@@ -471,18 +500,24 @@ def sweep_command(
     from abcmini.sweep import command_line, expand, load_sweep
 
     with user_errors():
+        if os.path.isdir(file):
+            raise UserError(f"{file!r} is a directory; name a sweep YAML file")
         config = load_sweep(file)
         runs = expand(config, count)
+        options = {name.replace("_", "-") for param in typer.main.get_command(app).commands["train"].params for name in param.opts}
+        unknown = sorted({key for params in runs for key in params if f"--{key.replace('_', '-')}" not in options})
+        if unknown:
+            raise UserError(f"sweep file {file!r}: {unknown[0]!r} is not an option of abcmini train")
     commands = [command_line(config, params) for params in runs]
     if dry_run:
         for argv in commands:
             console.print(" ".join(argv), highlight=False, soft_wrap=True)
         return
-    failed = 0
+    failed, name = 0, config.get("name", os.path.basename(file))
     for i, argv in enumerate(commands, 1):
-        console.print(f"[bold]sweep {config.get('name', file)}[/] run {i}/{len(commands)}: {' '.join(argv[1:])}", soft_wrap=True, highlight=False)
+        console.print(f"[bold]sweep {name}[/] run {i}/{len(commands)}: {' '.join(argv[1:])}", soft_wrap=True, highlight=False)
         sys.stdout.flush()
-        if subprocess.run(argv).returncode != 0:
+        if subprocess.run(argv, env={**os.environ, "ABCMINI_SWEEP": name}).returncode != 0:
             failed += 1
     console.print(f"sweep: {len(commands) - failed} runs finished, {failed} failed", highlight=False)
     if failed:

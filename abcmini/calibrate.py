@@ -16,7 +16,7 @@ from einops import rearrange
 
 from abcmini.biases import NEG_INF, Calibrated, LineBias, line_ids
 from abcmini.errors import UserError
-from abcmini.experiment import Calibration
+from abcmini.recipes import Calibration
 from abcmini.store import load_checkpoint, save_bias
 from abcmini.tasks import POOL_DIGITS, Pool, format_task, padding_cells, sample_operands
 from abcmini.train import load_model

@@ -24,12 +24,12 @@ def pad_width_for(length: int, fixed_pad_width: int | None) -> int:
 
 
 @torch.no_grad()
-def exact_match(model: Transformer, example: Example, batch_size: int = 1000) -> torch.Tensor:
+def exact_match(model: Transformer, example: Example, batch_size: int = 1000, on_batch=None) -> torch.Tensor:
     """``[n]`` booleans: whether greedy decoding reproduces each whole target (EOS included).
 
     One teacher-forced pass per batch, no sequential decoding: by induction on the steps, greedy
     decoding emits the target exactly when the model, fed the target's first ``t`` tokens,
-    predicts token ``t + 1`` at every ``t``.
+    predicts token ``t + 1`` at every ``t``. ``on_batch()`` is called after each batch.
     """
     model.eval()
     device = next(model.parameters()).device
@@ -38,12 +38,14 @@ def exact_match(model: Transformer, example: Example, batch_size: int = 1000) ->
         batch = slice(start, start + batch_size)
         logits, _ = model(example.src[batch].to(device), example.tgt_in[batch].to(device))
         hits.append((logits.argmax(-1) == example.tgt_out[batch].to(device)).all(dim=1).cpu())
+        if on_batch:
+            on_batch()
     return torch.cat(hits)
 
 
 def extrapolation_accuracy(model, task: str, length: int, fixed_pad_width: int | None, seed: int,
-                           aligned: bool = False, batch_size: int = 1000) -> float:
+                           aligned: bool = False, batch_size: int = 1000, on_batch=None) -> float:
     """Accuracy on the seeded test set of numbers with exactly ``length`` digits."""
     a, b = extrapolation_operands(task, length, seed)
     example = format_task(task, a, b, pad_width_for(length, fixed_pad_width), aligned)
-    return exact_match(model, example, batch_size).float().mean().item()
+    return exact_match(model, example, batch_size, on_batch).float().mean().item()

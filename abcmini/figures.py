@@ -30,14 +30,14 @@ def heatmap_grid(maps: torch.Tensor, title: str, row_label: str, col_label: str,
     """
     maps = maps.detach().float().cpu()
     heads = maps.shape[0]
-    cols = min(heads, 4)
+    aspect = maps.shape[2] / maps.shape[1]
+    cols = min(heads, 4 if aspect <= 2 else 2)  # a grid: wide panels (long inputs) two to a row
     rows = math.ceil(heads / cols)
     finite = maps[torch.isfinite(maps)]
     low, high = (finite.min().item(), finite.max().item()) if finite.numel() else (0.0, 1.0)
-    if low == high:  # e.g. a transparent (all-zero) bias
-        low, high = low - 0.5, high + 0.5
+    if low == high:  # e.g. a bias whose open cells are all 0: the scale ends at that value
+        low = high - 1.0
     cmap = plt.get_cmap("viridis").with_extremes(bad=CLOSED)
-    aspect = maps.shape[2] / maps.shape[1]
     fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols * min(max(aspect, 1.0), 2.0) + 1.2, 2.6 * rows + 0.8),
                              squeeze=False)
     fig.subplots_adjust(left=0.08, right=0.86, bottom=0.12, top=0.85, wspace=0.25, hspace=0.45)  # no layout engine: 3x faster to draw

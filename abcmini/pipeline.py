@@ -1,27 +1,46 @@
 """One cell end to end, the same for ``abcmini train`` and ``abcmini reproduce``: train (for
 ABC: train the Vanilla source to interpolation, calibrate it, retrain with the bias), evaluate
-at the experiment's lengths, and write the result record ``RUN_DIR/eval.json``.
+at the experiment's lengths, write the result record ``RUN_DIR/eval.json``, and track every
+stage as a wandb run of the cell (``abcmini.track``): the source's training, the calibration
+and the retraining, tied by group and by artifacts (source model → bias → retrained model).
 """
 
 import os
 import time
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 
 import torch
 
-from abcmini import __version__
+from abcmini import __version__, commit
 from abcmini.biases import Calibrated
 from abcmini.calibrate import calibrate_run
 from abcmini.evaluate import extrapolation_accuracy
-from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
-from abcmini.figures import calibration_figures
-from abcmini.store import read_eval, write_eval, write_experiment
-from abcmini.train import Trainer
+from abcmini.experiment import ABC_BIAS, Experiment, RunConfig, learning_rate
+from abcmini.recipes import Calibration
+from abcmini.figures import attention_figures, bias_figures, calibration_figures, close
+from abcmini.errors import UserError
+from abcmini.evaluate import pad_width_for
+from abcmini.limits import check_evaluation, check_writable
+from abcmini.store import CHECKPOINT, load_checkpoint, read_eval, read_experiment, write_eval, write_experiment
+from abcmini.tasks import detokenize, extrapolation_set_size
+from abcmini.track import Tracker, artifact_name, run_config
+from abcmini.train import Trainer, load_model
+
+LOG_EVERY = 10  # training loss and learning rate go to wandb every this many steps
+
+
+@dataclass(frozen=True)
+class Tracking:
+    """Whether (and into which wandb project) a cell's stages are tracked."""
+
+    enabled: bool = False
+    project: str | None = None
 
 
 class Hooks:
-    """What a caller sees of a cell while it runs (the CLI prints and tracks; ``reproduce``'s
-    workers stay quiet). Every hook does nothing by default."""
+    """What a caller sees of a cell while it runs (the CLI prints; ``reproduce``'s workers stay
+    quiet). Every hook does nothing by default."""
 
     @contextmanager
     def training(self, role: str, trainer: Trainer):
@@ -32,21 +51,103 @@ class Hooks:
 
     def validated(self, entry: dict) -> None: ...
 
-    def calibrated(self, result: dict, seconds: float, pngs: dict) -> None: ...
+    def calibrated(self, result: dict, seconds: float) -> None: ...
 
-    def trained(self, trainer: Trainer) -> None:
-        """The cell's own run is trained (its model, about to be evaluated)."""
+    @contextmanager
+    def evaluating(self, length: int, batches: int):
+        """Around the evaluation at ``length``; yields a callable to report each finished batch."""
+        yield lambda: None
 
     def evaluated(self, length: int, accuracy: float, seconds: float) -> None: ...
 
 
-def fit(trainer: Trainer, role: str, hooks: Hooks) -> dict:
-    """Train ``trainer`` from where its run directory stopped; returns the last history entry."""
-    trainer.resume()
+def tracker_for(experiment: dict | None, cfg: RunConfig, run_dir: str, job_type: str, tracking: Tracking, group: str | None = None,
+                keep_id: bool = False, **config) -> Tracker:
+    """A wandb run of a cell's stage (a run without an experiment record is its own group)."""
+    config = {**(run_config(experiment, cfg.label) if experiment else {**cfg.to_dict(), "method": cfg.label}), **config}
+    cell = [experiment["cell"]["method"], experiment["recipe"]] if experiment else []
+    tags = list(dict.fromkeys([cfg.task, cfg.label, *cell]))
+    group = group or (experiment or {}).get("identity") or os.path.basename(os.path.normpath(run_dir))
+    return Tracker.start(tracking.enabled, run_dir, job_type, config, group, tags, tracking.project, keep_id)
+
+
+def fit(trainer: Trainer, role: str, hooks: Hooks, tracker: Tracker) -> dict:
+    """Train ``trainer`` from where it stopped, printed by ``hooks`` and logged by ``tracker``;
+    returns the last history entry."""
+    cfg = trainer.cfg
+
+    def on_step(step, loss):
+        hooks.step(step, loss)
+        if step % LOG_EVERY == 0:
+            tracker.log({"train/loss": loss, "train/lr": learning_rate(cfg, step - 1)}, step=step)
+
+    def on_eval(entry):
+        hooks.validated(entry)
+        tracker.log({"valid/exact_match": entry["valid_acc"], "train/loss_mean": entry["loss"], "train/seconds": entry["seconds"]},
+                    step=entry["step"])
+
     with hooks.training(role, trainer):
         if not trainer.stopped:
-            trainer.run(on_eval=hooks.validated, on_step=hooks.step)
-    return trainer.history[-1] if trainer.history else {}
+            trainer.run(on_eval=on_eval, on_step=on_step)
+    last = trainer.history[-1] if trainer.history else {}
+    tracker.summary({"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0)})
+    return last
+
+
+def log_model(tracker: Tracker, trainer: Trainer, identity: str) -> None:
+    """The trained model: attention heatmaps for a fixed input and its scaffold (ABS window / ABC
+    bias) per head, and its checkpoint as an artifact."""
+    if tracker.run is None:
+        return
+    model, example, label = trainer.model, trainer.valid, trainer.cfg.label
+    figures = attention_figures(model, example, label)
+    if model.scaffold is not None:
+        figures |= bias_figures(model.scaffold, example.tgt_out.shape[1], detokenize(example.src[0]), label)
+    tracker.images(figures, step=trainer.step_count)
+    for fig in figures.values():
+        close(fig)
+    tracker.artifact(artifact_name("model", identity), "model", os.path.join(trainer.run_dir, CHECKPOINT), {"step": trainer.step_count})
+
+
+def train_stage(experiment: Experiment, run_dir: str, role: str, device, hooks: Hooks, tracking: Tracking,
+                uses: str | None = None, after=None, done=lambda trainer: True):
+    """Train ``experiment``'s run in ``run_dir`` (resuming), as one tracked wandb run; ``after``
+    (the trainer, the tracker) runs inside that wandb run, e.g. the evaluation. A run that
+    stopped training, and is ``done(trainer)`` when there is an ``after``, opens no wandb run."""
+    trainer = Trainer(experiment.run, run_dir, device)
+    trainer.resume()
+    if trainer.stopped and (after is None or done(trainer)):
+        with hooks.training(role, trainer):
+            pass
+        return trainer, read_eval(run_dir) if after else None
+    with tracker_for(experiment.to_dict(), experiment.run, run_dir, "train", tracking, experiment.identity, keep_id=True) as tracker:
+        if uses:
+            tracker.use(uses)
+        trained = not trainer.stopped
+        fit(trainer, role, hooks, tracker)
+        if trained:
+            log_model(tracker, trainer, experiment.identity)
+        return trainer, after(trainer, tracker) if after else None
+
+
+def calibrate_stage(source_dir: str, out: str, settings: Calibration, experiment: dict, cfg: RunConfig, hooks: Hooks,
+                    tracking: Tracking, group: str, source_identity: str) -> dict:
+    """Calibrate ``source_dir`` into the bias file ``out`` with its heatmaps beside it, as one
+    tracked wandb run that uses the source's model and logs the bias."""
+    with tracker_for(experiment, cfg, os.path.dirname(os.path.abspath(out)), "calibrate", tracking, group,
+                     calibration=asdict(settings)) as tracker:
+        tracker.use(artifact_name("model", source_identity))
+        began = time.perf_counter()
+        result = calibrate_run(source_dir, out, settings)
+        seconds = round(time.perf_counter() - began, 2)
+        pngs = calibration_figures(os.path.dirname(os.path.abspath(out)), result["config"].task, result["attention"]["self"],
+                                   result["attention"]["cross"], Calibrated.from_state(result["bias"]), result["example"],
+                                   result["calibration"]["layers"])
+        hooks.calibrated(result, seconds)
+        tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
+        tracker.summary({"calibration/seconds": seconds})
+        tracker.artifact(artifact_name("abc-bias", group), "abc-bias", out, result["calibration"])
+    return {**result, "seconds": seconds, "pngs": pngs}
 
 
 def record(experiment: dict | None, cfg: RunConfig, history: list, test_seed: int, accuracy: dict, **extra) -> dict:
@@ -57,14 +158,15 @@ def record(experiment: dict | None, cfg: RunConfig, history: list, test_seed: in
             "window": cfg.window, "period": cfg.period, "preset": cfg.preset, "pad_width": cfg.pad_width, "seed": cfg.seed,
             "recipe": experiment.get("recipe"), "overrides": experiment.get("overrides", {}), "test_seed": test_seed,
             "train_steps": last.get("step"), "train_seconds": last.get("seconds"), "valid_acc": last.get("valid_acc"),
-            "version": __version__, **extra, "accuracy": {str(n): acc for n, acc in accuracy.items()}}
+            "version": __version__, "commit": commit(), **extra, "accuracy": {str(n): acc for n, acc in accuracy.items()}}
 
 
 def evaluate(run_dir: str, experiment: dict | None, cfg: RunConfig, model, history: list, lengths, test_seed: int,
-             hooks: Hooks, redo: bool = True, batch_size: int = 1000, started: float | None = None, **extra) -> dict:
-    """Accuracy at ``lengths`` merged into ``RUN_DIR/eval.json`` (``redo=False``: lengths the
-    record already holds for this training state and test seed are not evaluated again).
-    ``started``: when the job began (``perf_counter``), to record its wall time."""
+             hooks: Hooks, tracker: Tracker, redo: bool = True, batch_size: int = 1000, started: float | None = None,
+             **extra) -> dict:
+    """Accuracy at ``lengths`` merged into ``RUN_DIR/eval.json`` and logged as the extrapolation
+    curve (``redo=False``: lengths the record already holds for this training state and test
+    seed are not evaluated again). ``started``: when the job began, to record its wall time."""
     old = read_eval(run_dir) or {}
     same = old.get("train_steps") == (history[-1]["step"] if history else None) and old.get("test_seed") == test_seed
     done = old.get("accuracy", {}) if same and not redo else {}
@@ -73,38 +175,70 @@ def evaluate(run_dir: str, experiment: dict | None, cfg: RunConfig, model, histo
         if str(length) in done:
             continue
         began = time.perf_counter()
-        accuracy[length] = extrapolation_accuracy(model, cfg.task, length, cfg.pad_width, test_seed, cfg.aligned, batch_size)
+        with hooks.evaluating(length, batches=-(-extrapolation_set_size(length) // batch_size)) as advance:
+            accuracy[length] = extrapolation_accuracy(model, cfg.task, length, cfg.pad_width, test_seed, cfg.aligned, batch_size, advance)
         hooks.evaluated(length, accuracy[length], time.perf_counter() - began)
     if started is not None:
         extra["job_seconds"] = round(time.perf_counter() - started, 2)
-    return write_eval(run_dir, record(experiment, cfg, history, test_seed, accuracy, **extra))
+    merged = write_eval(run_dir, record(experiment, cfg, history, test_seed, accuracy, **extra))
+    tracker.extrapolation({int(n): acc for n, acc in merged["accuracy"].items()}, f"{cfg.task} · {cfg.label}")
+    return merged
 
 
 def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None, device="cpu",
-             hooks: Hooks | None = None, lengths=None) -> dict:
-    """Train (resuming), calibrate (ABC), evaluate at ``lengths`` (default the experiment's);
-    returns the merged result record."""
+             hooks: Hooks | None = None, tracking: Tracking = Tracking()) -> dict:
+    """Train (resuming), calibrate (ABC), evaluate at the experiment's lengths; returns the
+    merged result record."""
     hooks, start, extra = hooks or Hooks(), time.perf_counter(), {}
     os.makedirs(run_dir, exist_ok=True)
     write_experiment(run_dir, experiment.to_dict())
+    uses = None
     if experiment.calibration is not None:
-        source = Trainer(experiment.source, source_dir, device)
-        trained = fit(source, "source", hooks)
+        source_experiment = experiment.source_experiment()
+        os.makedirs(source_dir, exist_ok=True)
+        if read_experiment(source_dir) is None:
+            write_experiment(source_dir, source_experiment.to_dict())
+        source, _ = train_stage(source_experiment, source_dir, "source", device, hooks, tracking)
         bias_path = os.path.join(run_dir, ABC_BIAS)
         if not os.path.exists(bias_path):
-            began = time.perf_counter()
-            result = calibrate_run(source_dir, bias_path, experiment.calibration)
-            extra["calibration_seconds"] = round(time.perf_counter() - began, 2)
-            pngs = calibration_figures(run_dir, experiment.cell.task, result["attention"]["self"], result["attention"]["cross"],
-                                       Calibrated.from_state(result["bias"]), result["example"], result["calibration"]["layers"])
-            hooks.calibrated(result, extra["calibration_seconds"], pngs)
-        extra |= {"source": os.path.abspath(source_dir), "interpolation_steps": trained.get("step"),
-                  "interpolation_seconds": trained.get("seconds")}
-    trainer = Trainer(experiment.run, run_dir, device)
-    fit(trainer, "run", hooks)
-    hooks.trained(trainer)
-    return evaluate(run_dir, experiment.to_dict(), trainer.cfg, trainer.model, trainer.history, lengths or experiment.lengths,
-                    experiment.test_seed, hooks, redo=False, started=start, **extra)
+            result = calibrate_stage(source_dir, bias_path, experiment.calibration, experiment.to_dict(), experiment.run, hooks,
+                                     tracking, experiment.identity, source_experiment.identity)
+            extra["calibration_seconds"] = result["seconds"]
+        last = source.history[-1] if source.history else {}
+        extra |= {"source": os.path.abspath(source_dir), "interpolation_steps": last.get("step"),
+                  "interpolation_seconds": last.get("seconds")}
+        uses = artifact_name("abc-bias", experiment.identity)
+
+    def evaluation(trainer, tracker):
+        return evaluate(run_dir, experiment.to_dict(), trainer.cfg, trainer.model, trainer.history, experiment.lengths,
+                        experiment.test_seed, hooks, tracker, redo=False, started=start, **extra)
+
+    def evaluated(trainer):  # a finished cell whose record holds every length: nothing to do
+        old = read_eval(run_dir) or {}
+        return (old.get("train_steps") == trainer.step_count and old.get("test_seed") == experiment.test_seed
+                and all(str(n) in old.get("accuracy", {}) for n in experiment.lengths))
+
+    _, result = train_stage(experiment, run_dir, "run", device, hooks, tracking, uses, after=evaluation, done=evaluated)
+    return result
+
+
+def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Hooks, tracking: Tracking,
+                 batch_size: int = 1000) -> dict:
+    """``abcmini eval``: a trained run at ``lengths`` (default its experiment's), as a tracked
+    wandb run of its cell; merges into its ``eval.json``."""
+    experiment = read_experiment(run_dir) if os.path.isdir(run_dir) else None
+    state = load_checkpoint(run_dir)
+    cfg, model = load_model(state, device)
+    lengths = tuple(lengths or (experiment or {}).get("lengths", ()))
+    if not lengths:
+        raise UserError(f"{run_dir!r} has no experiment record to take test lengths from; pass --lengths")
+    for length in lengths:  # every length fits, the batches fit in memory and the record can be written, before any work
+        pad_width_for(length, cfg.pad_width)
+    check_evaluation(cfg, lengths, batch_size, device)
+    check_writable(run_dir, "RUN_DIR")
+    test_seed = test_seed if test_seed is not None else (experiment or {}).get("test_seed", 0)
+    with tracker_for(experiment, cfg, run_dir, "eval", tracking, lengths=list(lengths), test_seed=test_seed) as tracker:
+        return evaluate(run_dir, experiment, cfg, model, state["history"], lengths, test_seed, hooks, tracker, batch_size=batch_size)
 
 
 def use_threads(threads: int | None) -> None:

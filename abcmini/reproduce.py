@@ -19,8 +19,9 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass
 
 from abcmini.errors import UserError
-from abcmini.experiment import MAIN_TASKS, Cell, Experiment, Recipe, cell_dir, resolve
-from abcmini.pipeline import run_cell, use_threads
+from abcmini.experiment import MAIN_TASKS, Cell, Experiment, cell_dir, resolve
+from abcmini.recipes import Recipe
+from abcmini.pipeline import Tracking, run_cell, use_threads
 from abcmini.store import read_eval, save_json
 
 WORKER_THREADS = 1
@@ -71,21 +72,21 @@ def plan(recipe: Recipe, cells, root: str, overrides: dict | None = None) -> lis
     return list(dict.fromkeys(jobs))
 
 
-def run_job(job: Job) -> dict:
+def run_job(job: Job, tracking: Tracking = Tracking()) -> dict:
     """One cell in a worker: train, (calibrate,) evaluate; returns its result record."""
     use_threads(WORKER_THREADS)
     if job.done():
         return read_eval(job.run_dir)
-    return run_cell(job.experiment, job.run_dir, job.source_dir)
+    return run_cell(job.experiment, job.run_dir, job.source_dir, tracking=tracking)
 
 
-def exit_with_parent(parent: int, every: float = 1.0) -> None:
+def exit_with_parent(parent: int, every: float = 1.0, stop=None) -> None:
     """Worker initializer: end this worker when the ``reproduce`` process that started it is gone
-    (killed or interrupted), instead of training on as an orphan. Checkpoints are written
+    (killed) or sets ``stop`` (interrupted), instead of training on. Checkpoints are written
     atomically, so leaving mid-step loses at most the steps since the last one."""
 
     def watch():
-        while os.getppid() == parent:
+        while os.getppid() == parent and not (stop is not None and stop.is_set()):
             time.sleep(every)
         os._exit(1)
 
@@ -147,36 +148,52 @@ def next_job(waiting: list[Job], busy: set[Job]) -> Job | None:
     return ranked[0] if ranked else None
 
 
-def run_all(jobs: list[Job], workers: int, on_done=None) -> list[dict]:
+def run_all(jobs: list[Job], workers: int, on_done=None, tracking: Tracking = Tracking()) -> list[dict]:
     """Every job on ``workers`` processes, in ``next_job``'s order (ABC after its Vanilla run).
-    The invocation's wall time goes to ``ROOT/invocations.json`` (``Invocation``)."""
+    The invocation's wall time and finished cells go to ``ROOT/invocations.json`` (``Invocation``),
+    also when it is interrupted: then the workers stop within a second and it re-raises."""
     results = []
     start, to_do = time.perf_counter(), {job for job in jobs if not job.done()}
     invocation = Invocation.begin(jobs, workers, len(to_do))
     invocation.save()
     waiting, running = list(jobs), {}
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=exit_with_parent,
-                             initargs=(os.getpid(),)) as pool:
-        while waiting or running:
-            while len(running) < workers and (job := next_job(waiting, {*waiting, *running.values()})):
-                waiting.remove(job)
-                running[pool.submit(run_job, job)] = job
-            finished, _ = wait(running, timeout=60, return_when=FIRST_COMPLETED)
-            for future in finished:
-                job = running.pop(future)
-                try:
-                    result = future.result()
-                except Exception as error:  # noqa: BLE001 — one failed cell must not stop the others
-                    result = {"task": job.cell.task, "method": job.cell.method, "seed": job.cell.seed, "error": str(error)}
-                    if not isinstance(error, UserError):  # a bug: keep its traceback
-                        result["traceback"] = "".join(traceback.format_exception(error))
-                results.append(result)
-                invocation.done += job in to_do and "error" not in result
-                if on_done:
-                    on_done(job, result)
-            invocation.seconds = round(time.perf_counter() - start, 1)
-            invocation.save()  # at least once a minute and after every job: a killed invocation still counts
-    invocation.seconds, invocation.finished = round(time.perf_counter() - start, 1), True
-    invocation.save()
+    stop = context.Event()
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=exit_with_parent,
+                                 initargs=(os.getpid(), 1.0, stop)) as pool:
+            try:
+                while waiting or running:
+                    while len(running) < workers and (job := next_job(waiting, {*waiting, *running.values()})):
+                        waiting.remove(job)
+                        running[pool.submit(run_job, job, tracking)] = job
+                    finished, _ = wait(running, timeout=60, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        job = running.pop(future)
+                        result = outcome(job, future)
+                        results.append(result)
+                        invocation.done += job in to_do and "error" not in result
+                        if on_done:
+                            on_done(job, result)
+                    invocation.seconds = round(time.perf_counter() - start, 1)
+                    invocation.save()  # at least once a minute and after every job: a killed invocation still counts
+            except KeyboardInterrupt:
+                stop.set()  # the workers leave at once; their checkpoints stay
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+        invocation.finished = True
+    finally:
+        invocation.seconds = round(time.perf_counter() - start, 1)
+        invocation.save()
     return results
+
+
+def outcome(job: Job, future) -> dict:
+    """A finished job's result record, or its error (a bug's with its traceback)."""
+    try:
+        return future.result()
+    except Exception as error:  # noqa: BLE001 — one failed cell must not stop the others
+        result = {"task": job.cell.task, "method": job.cell.method, "seed": job.cell.seed, "error": str(error)}
+        if not isinstance(error, UserError):
+            result["traceback"] = "".join(traceback.format_exception(error))
+        return result

@@ -6,8 +6,10 @@ disk or a read-only directory never leaves a half-written file; torch files are 
 ``weights_only=True``, so a file from elsewhere cannot run code.
 """
 
+import glob
 import json
 import os
+import shutil
 
 import torch
 
@@ -41,10 +43,11 @@ def atomic_write(path: str, write) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as error:
+    except (OSError, RuntimeError) as error:  # torch.save reports a full disk as a RuntimeError
         if os.path.exists(tmp):
             os.remove(tmp)
-        raise StoreError(f"cannot write {path!r}: {error.strerror or error}") from None
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error).splitlines()[0]
+        raise StoreError(f"cannot write {path!r}: {reason}") from None
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -107,6 +110,22 @@ def load_checkpoint(run_dir: str) -> dict:
 def has_run(run_dir: str) -> bool:
     """Whether ``run_dir`` holds an abcmini run (a checkpoint or an experiment record)."""
     return any(os.path.isfile(os.path.join(run_dir, name)) for name in (CHECKPOINT, EXPERIMENT_FILE))
+
+
+RUN_FILES = (CHECKPOINT, f"{CHECKPOINT}.tmp", EXPERIMENT_FILE, EVAL_FILE, "abc_bias.pt", "abc_*.png", "wandb-id", "wandb")
+
+
+def clear_run(run_dir: str) -> None:
+    """Delete what abcmini wrote in ``run_dir`` (and in an ABC source inside it), nothing else;
+    the directory itself goes only if nothing else is left in it."""
+    source = os.path.join(run_dir, "source")
+    if os.path.isdir(source) and has_run(source):
+        clear_run(source)
+    for pattern in RUN_FILES:
+        for path in glob.glob(os.path.join(glob.escape(run_dir), pattern)):
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+    if not os.listdir(run_dir):
+        os.rmdir(run_dir)
 
 
 # ---------------------------------------------------------------- ABC bias files

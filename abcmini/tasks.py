@@ -43,6 +43,20 @@ def parity_bits(pad_width: int) -> int:
     return (10**pad_width - 1).bit_length()
 
 
+def sequence_lengths(task: str, pad_width: int, aligned: bool = False) -> tuple[int, int]:
+    """``(encoder input, decoder input)`` lengths of a task's sequences at ``pad_width``, without
+    building one (what ``format_task`` would give)."""
+    check_task(task)
+    if task in ("parity", "parity_class"):
+        bits = parity_bits(pad_width)
+        return bits + 1, (bits if task == "parity" else 1) + 1
+    if task == "successor":
+        return pad_width + 1, pad_width + 2
+    if aligned:
+        return 1 + 2 * pad_width, pad_width + 2
+    return pad_width + 2 + (pad_width if task == "addition" else 1), pad_width + 2
+
+
 # ---------------------------------------------------------------- digit arithmetic
 
 

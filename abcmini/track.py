@@ -1,59 +1,116 @@
 """Weights & Biases tracking, offline first, never in the way of a run.
 
-- No API key configured (``WANDB_API_KEY`` or a netrc entry) and no ``WANDB_MODE`` set: the
-  run is logged offline (``WANDB_MODE=offline`` is put in the environment, the only way wandb
-  makes no network call at all); ``wandb sync`` uploads it later. ``WANDB_MODE``, ``WANDB_DIR``
-  and ``WANDB_PROJECT`` are respected; files go to ``RUN_DIR/wandb`` unless ``WANDB_DIR`` says
-  otherwise.
-- Every call is guarded: if wandb fails (not installed, disk full, a server error), the tracker
-  warns once on stderr and turns itself off; the run goes on.
+One set of conventions for every run any command makes: config = the resolved configuration
+plus abcmini's version and git commit; tags = task, method, recipe; ``group`` = the cell's
+identity (``recipe/task/name``); ``job_type`` = train, calibrate or eval; a training run's id is
+kept in its run directory (``wandb-id``), so a resumed run continues its wandb run.
+
+- No API key (``WANDB_API_KEY`` or a netrc entry) and no ``WANDB_MODE``: offline
+  (``WANDB_MODE=offline`` is put in the environment, the only way wandb makes no network call);
+  ``wandb sync`` uploads later. A server that does not answer within ``REACH_SECONDS`` is one
+  warning and the run is logged offline.
+- Every call is guarded: if wandb fails, the tracker warns once and turns itself off.
 """
 
 import os
+import re
+import socket
 import sys
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
+from abcmini import __version__, commit
+
 DEFAULT_PROJECT = "abcmini"
+REACH_SECONDS = 3.0
+ID_FILE = "wandb-id"
+SETTINGS = dict(console="off", x_disable_stats=True, disable_git=True, x_save_requirements=False, init_timeout=30)
+
+
+def base_url() -> str:
+    return os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
 
 
 def has_api_key() -> bool:
     if os.environ.get("WANDB_API_KEY"):
         return True
-    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname or "api.wandb.ai"
     netrc = os.environ.get("NETRC", os.path.expanduser("~/.netrc"))
     try:
         with open(netrc) as f:
-            return host in f.read()
+            return (urlparse(base_url()).hostname or "api.wandb.ai") in f.read()
     except OSError:
         return False
 
 
+def reachable(url: str, seconds: float = REACH_SECONDS) -> bool:
+    """Whether the server at ``url`` accepts a connection within ``seconds``."""
+    parsed = urlparse(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parsed.hostname, port), timeout=seconds):
+            return True
+    except OSError:
+        return False
+
+
+def artifact_name(kind: str, identity: str) -> str:
+    """A valid wandb artifact name: ``model-paper-addition-abc-s0``."""
+    return f"{kind}-" + re.sub(r"[^A-Za-z0-9._-]+", "-", identity).strip("-")
+
+
+def run_config(experiment: dict, label: str) -> dict:
+    """The wandb config of a run: its run configuration's fields flat (so the runs table groups
+    by task, method, pad width …), the method as the tables name it, and the rest of its cell."""
+    run = experiment["run"]
+    return {**run, "method": label, "cell_method": experiment["cell"]["method"], "recipe": experiment["recipe"],
+            "geometry": "fixed" if run["pad_width"] else "growing", "lengths": experiment["lengths"],
+            "test_seed": experiment["test_seed"], "overrides": experiment["overrides"], "source": experiment["source"],
+            "calibration": experiment["calibration"]}
+
+
 class Tracker:
-    """A wandb run, or nothing (``--no-wandb``, or after a wandb failure). Use it as a context
-    manager so the run is finished however the command ends."""
+    """A wandb run, or nothing (tracking off, or after a wandb failure). Use it as a context
+    manager: the run is finished however the command ends, with a non-zero exit code in wandb
+    when it ends with an exception."""
 
     def __init__(self, run=None):
-        self.run = run
+        self.run, self.uses, self.offline = run, [], True
 
     @classmethod
-    def start(cls, enabled: bool, run_dir: str, job_type: str, config: dict, project: str | None = None,
-              group: str | None = None) -> "Tracker":
-        if not enabled:
-            return cls()
+    def start(cls, enabled: bool, run_dir: str, job_type: str, config: dict, group: str, tags=(), project: str | None = None,
+              keep_id: bool = False) -> "Tracker":
+        """``keep_id``: reuse the wandb run id kept in ``run_dir`` (a resumed training run)."""
         tracker = cls()
+        if not enabled:
+            return tracker
         with tracker.guard():
             if "WANDB_MODE" not in os.environ and not has_api_key():
                 os.environ["WANDB_MODE"] = "offline"
+            mode = None
+            if os.environ.get("WANDB_MODE", "online") == "online" and not reachable(base_url()):
+                print(f"warning: wandb server {base_url()} did not answer within {REACH_SECONDS:.0f} s; "
+                      f"this run is logged offline (wandb sync uploads it later)", file=sys.stderr)
+                mode = "offline"
+            tracker.offline = mode == "offline" or os.environ.get("WANDB_MODE", "online") != "online"
             import wandb
 
             os.makedirs(run_dir, exist_ok=True)
-            name = os.path.basename(os.path.normpath(run_dir))
+            id_path = os.path.join(run_dir, ID_FILE)
+            run_id = None
+            if keep_id and os.path.exists(id_path):
+                with open(id_path) as f:
+                    run_id = f.read().strip() or None
+            sweep = os.environ.get("ABCMINI_SWEEP")  # a sweep run by abcmini sweep (wandb agent records its own)
+            tags = [*tags, *([f"sweep:{sweep}"] if sweep else [])]
             tracker.run = wandb.init(
-                project=project or os.environ.get("WANDB_PROJECT", DEFAULT_PROJECT),
-                dir=os.environ.get("WANDB_DIR", run_dir), name=f"{name}-{job_type}", group=group or name, job_type=job_type,
-                config=config, settings=wandb.Settings(console="off", x_disable_stats=True, disable_git=True, x_save_requirements=False),
-            )
+                project=project or os.environ.get("WANDB_PROJECT", DEFAULT_PROJECT), dir=os.environ.get("WANDB_DIR", run_dir),
+                name=f"{group}:{job_type}", group=group, job_type=job_type, tags=[str(t)[:64] for t in tags],
+                config={**config, "version": __version__, "commit": commit(), **({"sweep": sweep} if sweep else {})},
+                id=run_id, resume="allow" if run_id else None,
+                mode=mode, settings=wandb.Settings(**SETTINGS))
+            if keep_id:
+                with open(id_path, "w") as f:
+                    f.write(tracker.run.id)
         return tracker
 
     @contextmanager
@@ -62,7 +119,8 @@ class Tracker:
         try:
             yield
         except Exception as error:  # noqa: BLE001 — tracking must never stop a run
-            print(f"warning: wandb tracking failed and is off for the rest of this run: {error}", file=sys.stderr)
+            reason = " ".join(str(error).split())[:160]  # one line, even for an HTML error page
+            print(f"warning: wandb tracking failed and is off for the rest of this run: {type(error).__name__}: {reason}", file=sys.stderr)
             run, self.run = self.run, None
             try:
                 import wandb
@@ -103,19 +161,39 @@ class Tracker:
             with self.guard():
                 self.run.summary.update(values)
 
-    def __enter__(self) -> "Tracker":
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        self.finish()  # also when the command stops with an error: no run is left open
-        return False
-
-    def finish(self) -> None:
-        """Close the run and wandb's session: one command, one self-contained wandb session."""
+    def artifact(self, name: str, kind: str, path: str, metadata: dict | None = None) -> None:
+        """Log the file at ``path`` as an artifact (a checkpoint, an ABC bias)."""
         if self.run is not None:
             with self.guard():
                 import wandb
 
-                self.run.finish()
+                artifact = wandb.Artifact(name, type=kind, metadata=metadata or {})
+                artifact.add_file(path)
+                self.run.log_artifact(artifact)
+
+    def use(self, name: str) -> None:
+        """Record that this run consumes artifact ``name`` (lineage). With a server this is
+        ``use_artifact``; offline wandb cannot, so the name goes to the config's ``uses``."""
+        if self.run is not None:
+            with self.guard():
+                self.uses.append(name)
+                self.run.config.update({"uses": self.uses}, allow_val_change=True)
+                if not self.offline:
+                    self.run.use_artifact(f"{name}:latest")
+
+    def __enter__(self) -> "Tracker":
+        return self
+
+    def __exit__(self, kind, error, trace) -> bool:
+        self.finish(1 if kind is not None else 0)
+        return False
+
+    def finish(self, exit_code: int = 0) -> None:
+        """Close the run (``exit_code`` ≠ 0: failed) and wandb's session."""
+        if self.run is not None:
+            with self.guard():
+                import wandb
+
+                self.run.finish(exit_code=exit_code)
                 wandb.teardown()
             self.run = None

@@ -30,6 +30,14 @@ def scaffold(cfg: RunConfig, abc_bias: dict | None):
     return Window(cfg.window, cfg.aligned) if cfg.window is not None else None
 
 
+def same_bias(a: dict | None, b: dict | None) -> bool:
+    """Whether two stored ABC biases (``Calibrated.state()``) are the same line tables."""
+    if a is None or b is None:
+        return a is b
+    return all(a[kind][key] == b[kind][key] if key != "values" else torch.equal(a[kind][key], b[kind][key])
+               for kind in ("self", "cross") for key in a[kind])
+
+
 def load_model(state: dict, device="cpu") -> tuple[RunConfig, Transformer]:
     """``(cfg, model)`` from a checkpoint; an ABC bias is stored in the checkpoint itself."""
     cfg = RunConfig(**state["config"])
@@ -104,6 +112,9 @@ class Trainer:
         if not os.path.exists(os.path.join(self.run_dir, "checkpoint.pt")):
             return False
         state = load_checkpoint(self.run_dir)
+        if self.abc_bias is not None and not same_bias(state.get("abc_bias"), self.abc_bias):
+            raise UserError(f"{self.run_dir!r} was trained with another bias than {self.cfg.bias_file!r} holds now; "
+                            "the bias file changed since the run started")
         theirs = {k: v for k, v in state["config"].items() if k not in BUDGET}
         ours = {k: v for k, v in self.cfg.to_dict().items() if k not in BUDGET}
         if theirs != ours:

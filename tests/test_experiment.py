@@ -10,7 +10,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from abcmini.experiment import ABS_METHODS, ABS_TASKS, MAIN_METHODS, MAIN_TASKS, PAPER, QUICK, RECIPES, Cell, load_recipe, resolve
+from abcmini.experiment import ABS_METHODS, ABS_TASKS, MAIN_METHODS, MAIN_TASKS, Cell, resolve
+from abcmini.recipes import PAPER, QUICK, RECIPES, load_recipe
 from abcmini.reproduce import plan, table_cells
 from abcmini.sweep import command_line, expand, load_sweep
 from cli import app
@@ -39,8 +40,8 @@ def test_every_sweep_run_resolves_to_what_reproduce_runs_for_its_cell(path):
     assert len(runs) > 1
     for params in runs:
         argv = command_line(config, params, interpreter="python")
-        assert argv[:3] == ["python", "cli.py", "train"]
-        resolved = dry_run(*argv[3:])["experiment"]
+        assert argv[:5] == ["python", "-m", "cli", "train", "--continue"]
+        resolved = dry_run(*argv[5:])["experiment"]
         overrides = {key: value for key, value in params.items() if key in STUDIED}
         expected = reproduce_experiment(load_recipe(params["recipe"]), params["task"], params["method"], params.get("seed", 0),
                                         overrides, params.get("window"), params.get("period"))

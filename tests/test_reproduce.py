@@ -7,7 +7,8 @@ from typer.testing import CliRunner
 
 from dataclasses import replace
 
-from abcmini.experiment import MAIN_TASKS, PAPER, Cell, Recipe, resolve
+from abcmini.experiment import MAIN_TASKS, Cell, resolve
+from abcmini.recipes import PAPER, Recipe
 from abcmini.reproduce import next_job, plan, read_invocations, run_all, table_cells
 from abcmini.report import collect, costs, markdown, summarize, wall_time
 from cli import app
@@ -126,7 +127,7 @@ def test_report_gives_median_and_range_over_seeds_beside_the_paper(tmp_path):
 
 def test_report_refuses_an_empty_directory(tmp_path):
     result = CliRunner().invoke(app, ["report", str(tmp_path)])
-    assert result.exit_code == 2 and "no evaluated runs" in result.output
+    assert result.exit_code == 2 and "no result records" in result.output
 
 
 PARENT = """

@@ -26,8 +26,8 @@ def test_every_expanded_run_is_a_valid_cli_call(path):
     assert len(runs) > 1
     for params in runs:
         argv = command_line(config, params, interpreter="python")
-        assert argv[:2] == ["python", "cli.py"]
-        result = runner.invoke(app, [*argv[2:], "--dry-run"])
+        assert argv[:5] == ["python", "-m", "cli", "train", "--continue"]  # works from any directory; a rerun trains nothing
+        result = runner.invoke(app, [*argv[3:], "--dry-run"])
         assert result.exit_code == 0, f"{shlex.join(argv)}\n{result.output}"
 
 
@@ -62,4 +62,39 @@ def test_sweep_dry_run_prints_one_agent_command_per_run():
     assert result.exit_code == 0
     lines = result.output.strip().splitlines()
     assert len(lines) == len(expand(load_sweep("sweeps/abc-kappa.yaml")))
-    assert all(" cli.py train --" in line and "--method=abc" in line for line in lines)
+    assert all(" -m cli train --continue --" in line and "--method=abc" in line for line in lines)
+
+
+def test_a_sweep_runs_twice_and_the_second_pass_trains_nothing(tmp_path):
+    """Two real runs from any directory; the rerun skips both and exits 0; booleans in the agent's
+    ``--key=value`` form; each run's directory follows its swept values."""
+    import os
+    import subprocess
+    import sys
+
+    sweep = tmp_path / "two.yaml"
+    sweep.write_text(
+        "program: cli.py\nname: two\nmethod: grid\n"
+        'command: ["${env}", "${interpreter}", "-m", "cli", "train", "--continue", "${args}"]\n'
+        "parameters:\n  recipe: {value: quick}\n  preset: {value: tiny}\n  pad_width: {value: 7}\n  lengths: {value: '3'}\n"
+        "  steps: {value: 4}\n  eval_every: {value: 2}\n  valid_size: {value: 8}\n  wandb: {value: false}\n"
+        "  seed: {values: [0, 1]}\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.run([sys.executable, "-m", "cli", "sweep", str(sweep)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "2 runs finished, 0 failed" in first.stdout and first.stdout.count("done: step 4") == 2
+    runs = sorted((tmp_path / "runs" / "quick" / "successor").iterdir())
+    assert [run.name for run in runs] == [f"vanilla-s{seed}-eval_every=2,lengths=3,pad_width=7,preset=tiny,steps=4,valid_size=8"
+                                          for seed in (0, 1)]
+    stamps = {run: (run / "checkpoint.pt").stat().st_mtime_ns for run in runs}
+    again = subprocess.run([sys.executable, "-m", "cli", "sweep", str(sweep)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "2 runs finished, 0 failed" in again.stdout and "step      2" not in again.stdout  # no validation: no training
+    assert {run: (run / "checkpoint.pt").stat().st_mtime_ns for run in runs} == stamps
+
+
+def test_a_sweep_over_an_unknown_option_is_refused_before_any_run(tmp_path):
+    sweep = tmp_path / "bad.yaml"
+    sweep.write_text("program: cli.py\nmethod: grid\nparameters:\n  seed: {values: [0, 1]}\n  learning_speed: {value: 3}\n")
+    result = runner.invoke(app, ["sweep", str(sweep)])
+    assert result.exit_code == 2 and "'learning_speed' is not an option of abcmini train" in result.output

@@ -52,6 +52,12 @@ class OfflineRun:
     config: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
     history: list = field(default_factory=list)
+    id: str = ""
+    group: str = ""
+    job_type: str = ""
+    tags: list = field(default_factory=list)
+    exit_code: int | None = None
+    artifacts: list = field(default_factory=list)  # (name, type) of every artifact the run logged
 
     def media(self, key: str) -> list[str]:
         """Paths (on disk) of every image / table logged under ``key``."""
@@ -66,7 +72,12 @@ def read_offline_runs(wandb_dir: str) -> list[OfflineRun]:
         for record in records(path):
             kind = record.WhichOneof("record_type")
             if kind == "run":
+                run.id, run.group, run.job_type, run.tags = record.run.run_id, record.run.run_group, record.run.job_type, list(record.run.tags)
                 run.config.update({_key(i): json.loads(i.value_json) for i in record.run.config.update})
+            elif kind == "exit":
+                run.exit_code = record.exit.exit_code
+            elif kind == "artifact":
+                run.artifacts.append((record.artifact.name, record.artifact.type))
             elif kind == "config":
                 run.config.update({_key(i): json.loads(i.value_json) for i in record.config.update})
             elif kind == "summary":

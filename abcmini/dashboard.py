@@ -1,0 +1,211 @@
+"""`abcmini dashboard`: one self-contained HTML page (plotly, inlined once; no server, no CDN)
+that compares the methods of a runs root: exact match against length per task (median over
+seeds, the seed range as a band, the paper's numbers as markers), both of the paper's tables
+beside the paper's, and per cell its training curve, attention and scaffold per head, its
+calibrated lines and its protocol. Built from the same records as ``report``.
+"""
+
+import html
+import os
+import statistics
+
+import plotly.graph_objects as go
+import plotly.io as pio
+import torch
+from plotly.subplots import make_subplots
+
+from abcmini.biases import Calibrated
+from abcmini.calibrate import average_attention
+from abcmini.paper import paper_accuracy
+from abcmini.report import ABS_ROWS, MAIN_LENGTHS, MAIN_ROWS, TASK_ORDER, cell, collect, describe_protocol, pool, protocol, summarize
+from abcmini.store import CHECKPOINT, StoreError, atomic_write, load_bias, load_checkpoint
+from abcmini.tasks import Example, Pool, detokenize, format_task, sample_operands
+from abcmini.train import load_model
+
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
+CLOSED = "#c8c8c8"  # −inf (closed) cells: the plot background shows through, outside the colour scale
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; }
+th:first-child, td:first-child, th:nth-child(2), td:nth-child(2) { text-align: left; }
+.paper { color: #888; } details { margin: 0.5em 0; } summary { cursor: pointer; font-weight: 600; }
+code { background: #f4f4f4; padding: 0 0.2em; }
+"""
+
+
+def figure_html(fig: go.Figure, first: bool) -> str:
+    """A plotly figure as a ``<div>``; the first one carries plotly.js itself."""
+    return pio.to_html(fig, include_plotlyjs=first, full_html=False, config={"displaylogo": False})
+
+
+def accuracy_figure(task: str, cells: dict) -> go.Figure:
+    """Exact match against length for every method of ``task``: median line, seed-range band,
+    the paper's numbers as markers; a method's three traces switch on and off together."""
+    fig = go.Figure()
+    methods = sorted(method for t, method in cells if t == task)
+    for method, color in zip(methods, COLORS * len(methods)):
+        per_length = cells[task, method]
+        lengths = sorted(per_length)
+        low = [100 * min(per_length[n]) for n in lengths]
+        high = [100 * max(per_length[n]) for n in lengths]
+        median = [100 * statistics.median(per_length[n]) for n in lengths]
+        seeds = [len(per_length[n]) for n in lengths]
+        fig.add_trace(go.Scatter(x=lengths + lengths[::-1], y=high + low[::-1], fill="toself", fillcolor=color, opacity=0.15,
+                                 line={"width": 0}, hoverinfo="skip", legendgroup=method, showlegend=False))
+        fig.add_trace(go.Scatter(x=lengths, y=median, mode="lines+markers", name=method, legendgroup=method, line={"color": color},
+                                 customdata=list(zip(low, high, seeds)),
+                                 hovertemplate=f"{method}<br>%{{x}} digits: %{{y:.2f}}% (median)<br>range %{{customdata[0]:.2f}}–"
+                                               "%{customdata[1]:.2f}, %{customdata[2]} seeds<extra></extra>"))
+        paper = [(n, paper_accuracy(task, method, n)) for n in lengths]
+        paper = [(n, value) for n, value in paper if value is not None]
+        if paper:
+            fig.add_trace(go.Scatter(x=[n for n, _ in paper], y=[v for _, v in paper], mode="markers", name=f"{method} (paper)",
+                                     legendgroup=method, showlegend=False, marker={"symbol": "x", "size": 9, "color": color},
+                                     hovertemplate=f"{method}, the paper<br>%{{x}} digits: %{{y}}%<extra></extra>"))
+    fig.update_layout(title=f"{task}: exact match against length (median over seeds, band: range; ×: the paper)",
+                      xaxis_title="operand length (digits)", yaxis_title="exact match (%)", yaxis_range=[-3, 103], height=420,
+                      margin={"t": 50, "b": 40}, legend={"groupclick": "togglegroup"})
+    return fig
+
+
+def table_html(cells: dict, lengths, rows) -> str:
+    """A paper table: ours (``median [range]``) beside the paper's number in every cell."""
+    head = "".join(f"<th>{n}</th>" for n in lengths)
+    body = []
+    for task, method in rows:
+        if (task, method) not in cells:
+            continue
+        seeds = max(len(v) for v in cells[task, method].values())
+        tds = []
+        for n in lengths:
+            paper = paper_accuracy(task, method, n)
+            tds.append(f"<td>{cell(cells[task, method].get(n))}{f' <span class=paper>({paper:g})</span>' if paper is not None else ''}</td>")
+        body.append(f"<tr><td>{task}</td><td>{method}</td><td>{seeds}</td>{''.join(tds)}</tr>")
+    return f"<table><tr><th>task</th><th>method</th><th>seeds</th>{head}</tr>{''.join(body)}</table>"
+
+
+def training_figure(history: list) -> go.Figure:
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    steps = [entry["step"] for entry in history]
+    fig.add_trace(go.Scatter(x=steps, y=[entry["loss"] for entry in history], name="training loss"), secondary_y=False)
+    fig.add_trace(go.Scatter(x=steps, y=[100 * entry["valid_acc"] for entry in history], name="validation exact match (%)"),
+                  secondary_y=True)
+    fig.update_layout(title="training", height=300, margin={"t": 40, "b": 30}, xaxis_title="step")
+    fig.update_yaxes(title_text="loss", type="log", secondary_y=False)
+    fig.update_yaxes(title_text="validation (%)", range=[-3, 103], secondary_y=True)
+    return fig
+
+
+def heads_figure(maps: torch.Tensor, title: str, colorbar: str, x_labels=None) -> go.Figure:
+    """One heatmap per head in a grid of at most four columns; −inf cells are left empty, so the
+    grey background marks them, distinct from any value of the colour scale."""
+    maps = maps.detach().float().cpu()
+    heads = maps.shape[0]
+    cols = min(heads, 4)
+    rows = -(-heads // cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"head {h}" for h in range(heads)], horizontal_spacing=0.04,
+                        vertical_spacing=0.12)
+    finite = maps[torch.isfinite(maps)]
+    low, high = (finite.min().item(), finite.max().item()) if finite.numel() else (0.0, 1.0)
+    if low == high:
+        low = high - 1.0
+    for h in range(heads):
+        shown = torch.where(torch.isfinite(maps[h]), maps[h], torch.nan).tolist()
+        fig.add_trace(go.Heatmap(z=shown, x=x_labels, zmin=low, zmax=high, colorscale="Viridis", showscale=h == 0,
+                                 colorbar={"title": colorbar}, hovertemplate="row %{y}, column %{x}: %{z:.3f}<extra></extra>"),
+                      row=h // cols + 1, col=h % cols + 1)
+    fig.update_yaxes(autorange="reversed")
+    if x_labels is not None:
+        fig.update_xaxes(type="category")
+    fig.update_layout(title=title + ("  (grey: −inf, closed)" if not torch.isfinite(maps).all() else ""), plot_bgcolor=CLOSED,
+                      height=260 * rows + 60, margin={"t": 70, "b": 30})
+    return fig
+
+
+def lines_html(bias: Calibrated) -> str:
+    """The calibrated lines: per attention, direction and head, the open line indices and values."""
+    items = []
+    for kind, table in (("cross", bias.cross_attention), ("self", bias.self_attention)):
+        for values, delta, first in zip(table.values, table.deltas, table.firsts):
+            for head, row in enumerate(values):
+                open_lines = [(first + i, v) for i, v in enumerate(row.tolist()) if v != float("-inf")]
+                if open_lines:
+                    listed = ", ".join(f"{line} ({value:.2f})" for line, value in open_lines)
+                    items.append(f"<li>{kind}-attention, Δ = {delta}, head {head}: lines {listed}</li>")
+    return f"<ul>{''.join(items) or '<li>no line open</li>'}</ul>"
+
+
+def cell_html(record: dict, first: bool) -> tuple[str, bool]:
+    """One run: its protocol, training curve, attention and scaffold per head, calibrated lines."""
+    run = record["run"]
+    parts = [f"<p>{html.escape(describe_protocol(protocol(record)))}; seed {record['seed']}; test seed {record.get('test_seed')}; "
+             f"{record.get('train_steps')} steps, {record.get('train_seconds') or 0:.0f} s; validation {100 * (record.get('valid_acc') or 0):.1f}%; "
+             f"version {record.get('version', '–')}, commit <code>{html.escape(str(record.get('commit') or '–'))}</code>; "
+             f"<code>{html.escape(run)}</code></p>"]
+    if not os.path.exists(os.path.join(run, CHECKPOINT)):
+        parts.append("<p>(only the result record is stored for this run: no training curve or heatmaps)</p>")
+        return "".join(parts), first
+    state = load_checkpoint(run)
+    cfg, model = load_model(state)
+    if state["history"]:
+        parts.append(figure_html(training_figure(state["history"]), first))
+        first = False
+    a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).valid, 1, torch.Generator().manual_seed(0))
+    example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
+    one = Example(example.src[:1], example.tgt_in[:1], example.tgt_out[:1])
+    (self_map,), (cross_map,) = average_attention(model, one, one.tgt_out.shape[1])
+    tokens = list(detokenize(one.src[0]))
+    labels = [f"{i}:{t}" for i, t in enumerate(tokens)]
+    parts.append(figure_html(heads_figure(cross_map, f"last decoder layer, cross-attention on {''.join(tokens)}", "p", labels), first))
+    parts.append(figure_html(heads_figure(self_map, "last decoder layer, self-attention", "p"), False))
+    first = False
+    if model.scaffold is not None:
+        self_bias, cross_bias = model.scaffold(one.tgt_out.shape[1], len(tokens))
+        kind = "ABC bias" if isinstance(model.scaffold, Calibrated) else f"ABS window w = {cfg.window}"
+        parts.append(figure_html(heads_figure(cross_bias.expand(model.cfg.heads, -1, -1), f"{kind}, cross-attention", "bias", labels), False))
+        parts.append(figure_html(heads_figure(self_bias.expand(model.cfg.heads, -1, -1), f"{kind}, self-attention", "bias"), False))
+    bias_path = os.path.join(run, "abc_bias.pt")
+    if os.path.exists(bias_path):
+        parts.append(f"<p>Calibrated lines (line index, value):</p>{lines_html(Calibrated.from_state(load_bias(bias_path)['bias']))}")
+    return "".join(parts), first
+
+
+def build(root: str) -> str:
+    """The dashboard of the runs under ``root`` as one HTML document."""
+    records = collect(root)
+    if not records:
+        raise StoreError(f"no result records (eval.json) under {root!r}")
+    kept, left_out = pool(records)
+    cells = summarize(kept)
+    lengths = sorted({n for per_length in cells.values() for n in per_length})
+    tasks = sorted({task for task, _ in cells}, key=lambda t: TASK_ORDER.index(t) if t in TASK_ORDER else len(TASK_ORDER))
+    body, first = [f"<h1>abcmini: {html.escape(root)}</h1>",
+                   f"<p>Protocol: {html.escape(describe_protocol(protocol(kept[0])))}; {len(kept)} runs; "
+                   "exact match on 10,000 numbers per length (fewer where fewer exist). "
+                   "Click a legend entry to switch a method off, double-click to show it alone.</p>"], True
+    for task in tasks:
+        body.append(f"<h2>{task}</h2>{figure_html(accuracy_figure(task, cells), first)}")
+        first = False
+    body.append("<h2>The paper's tables, ours beside the paper's (grey)</h2><h3>Main table</h3>")
+    body.append(table_html(cells, [n for n in MAIN_LENGTHS if n in lengths], MAIN_ROWS))
+    body.append(f"<h3>ABS table</h3>{table_html(cells, lengths, ABS_ROWS)}")
+    if left_out:
+        body.append("<h3>Runs left out</h3><ul>" + "".join(f"<li><code>{html.escape(r)}</code>: {html.escape(why)}</li>"
+                                                          for r, why in left_out) + "</ul>")
+    body.append("<h2>Cells</h2>")
+    for record in sorted(kept, key=lambda r: (TASK_ORDER.index(r["task"]) if r["task"] in TASK_ORDER else 9, r["method"], r["seed"])):
+        content, first = cell_html(record, first)
+        body.append(f"<details open><summary>{record['task']} · {record['method']} · seed {record['seed']}</summary>{content}</details>")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>abcmini dashboard</title><style>{STYLE}</style></head>"
+            f"<body>{''.join(body)}</body></html>")
+
+
+def write_dashboard(root: str, out: str) -> str:
+    """Build the dashboard of ``root`` and write it (atomically) to ``out``."""
+    if os.path.isdir(out):
+        raise StoreError(f"--out {out!r} is a directory; name the HTML file to write")
+    text = build(root)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    atomic_write(out, lambda f: f.write(text.encode()))
+    return out

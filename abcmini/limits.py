@@ -1,0 +1,73 @@
+"""Checks made before any work starts, so an hour of training never ends in a crash: the memory
+a step needs (from batch size, pad width, samples) and the places results will be written.
+
+The memory estimate is a deliberate over-count of the float32 tensors of one step: every
+attention's scores, probabilities and their gradients (4 copies of ``[b h q k]``) and ten
+activations of ``[b n d]`` per layer. A run it refuses could not have fit.
+"""
+
+import os
+from dataclasses import replace
+
+import torch
+
+from abcmini.errors import UserError
+from abcmini.experiment import RunConfig
+from abcmini.tasks import sequence_lengths
+
+GIB = 2**30
+
+
+def step_bytes(cfg: RunConfig, batch: int, grad: bool = True) -> int:
+    """Bytes one forward (and backward, with ``grad``) pass of ``batch`` sequences may need."""
+    model = cfg.model_config()
+    src, tgt = sequence_lengths(cfg.task, cfg.train_pad_width, cfg.aligned)
+    cells = model.enc_layers * src * src + model.dec_layers * (tgt * tgt + tgt * src)
+    copies = 4 if grad else 2
+    activations = 10 * (src + tgt) * model.d_model * (model.enc_layers + model.dec_layers)
+    return 4 * batch * (copies * model.heads * cells + activations)
+
+
+def available_bytes(device) -> int:
+    """Memory the device can give: a GPU's free memory, or the host's physical memory."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_memory(cfg: RunConfig, device, samples: int = 0, what: str = "training") -> None:
+    """Refuse a run whose steps (training batches, validation and evaluation in batches of 1,000,
+    a calibration of ``samples`` inputs in batches of 500) cannot fit in memory."""
+    src, tgt = sequence_lengths(cfg.task, cfg.train_pad_width, cfg.aligned)
+    needs = max(step_bytes(cfg, cfg.batch_size), step_bytes(cfg, min(cfg.valid_size, 1000), grad=False),
+                step_bytes(cfg, min(samples, 500), grad=False) + 8 * samples * (src + 2 * tgt))
+    have = available_bytes(device)
+    if needs > have:
+        raise UserError(f"{what} with batch size {cfg.batch_size}, pad width {cfg.train_pad_width}"
+                        f"{f' and {samples} samples' if samples else ''} needs about {needs / GIB:,.1f} GiB of memory; "
+                        f"this machine has {have / GIB:,.1f} GiB (lower --batch-size, --pad-width or --samples)")
+
+
+def check_evaluation(cfg: RunConfig, lengths, batch_size: int, device) -> None:
+    """Refuse an evaluation whose batches cannot fit in memory (at the widest test frame)."""
+    widest = max([cfg.train_pad_width, *lengths]) if cfg.pad_width is None else cfg.pad_width
+    needs = step_bytes(replace(cfg, pad_width=widest), batch_size, grad=False)
+    have = available_bytes(device)
+    if needs > have:
+        raise UserError(f"evaluating in batches of {batch_size} at pad width {widest} needs about {needs / GIB:,.1f} GiB of memory; "
+                        f"this machine has {have / GIB:,.1f} GiB (lower --batch-size)")
+
+
+def check_writable(directory: str, option: str = "--out") -> None:
+    """Create ``directory`` if needed and prove a file can be written in it (then remove it)."""
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise UserError(f"{option} {directory!r} is a file, not a directory")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        probe = os.path.join(directory, f".abcmini-write-test-{os.getpid()}")
+        with open(probe, "wb") as f:
+            f.write(b"x")
+        os.remove(probe)
+    except OSError as error:
+        raise UserError(f"{option} {directory!r} is not writable: {error.strerror or error}") from None

@@ -1,0 +1,152 @@
+"""Named recipes: how every cell is trained, as data a user reads in one place, copies and
+edits. Every value carries a one-line reason (``abcmini recipe NAME`` prints them); the
+measurements behind the reasons are in docs/recipe.md. A recipe of one's own is a YAML file of
+fields over a named one (``base: paper``).
+"""
+
+import math
+import os
+from dataclasses import dataclass, field, fields, replace
+
+import yaml
+
+from abcmini.errors import UserError
+
+
+class ConfigError(UserError):
+    pass
+
+
+def why(default, reason: str):
+    """A recipe field: its value and the one-line reason for it."""
+    return field(default=default, metadata={"why": reason})
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """ABC's calibration settings (paper §4, Algorithm 1, and the rules docs/recipe.md explains)."""
+
+    layers: tuple = why((-1,), "decoder layers whose attention is calibrated (-1: the last, as in the paper)")
+    self_directions: tuple = why((1, 0), "self-attention diagonals and verticals; an anti-diagonal of a causal square is never extended")
+    cross_directions: tuple = why((-1, 0), "cross-attention anti-diagonals and verticals: the digit alignments of reversed outputs")
+    kappa_self: float = why(0.87, "the paper's dropoff factor for self-attention")
+    kappa_cross: float = why(4.5, "the paper's dropoff factor for cross-attention")
+    min_support: float = why(0.5, "extend only lines crossing half of the trusted rows, and the last one")
+    drop_padding: bool = why(True, "no line that reads the zeros in front of a number")
+    empty: str = why("silent", "a head with no line reads only the start marker, not the whole input")
+    skip_start: bool = why(True, "self-attention diagonals are averaged without their cell on SOS")
+    samples: int = why(1000, "training inputs decoded to average the attention over")
+    seed: int = why(0, "seed of that subset of training inputs")
+    min_accuracy: float = why(0.99, "refuse a source below this validation exact match: it has not interpolated")
+
+    def __post_init__(self):
+        if self.empty not in ("silent", "transparent"):
+            raise ConfigError(f"empty heads are silent or transparent, not {self.empty!r}")
+        for name in ("kappa_self", "kappa_cross", "min_support", "min_accuracy"):
+            if not math.isfinite(getattr(self, name)):
+                raise ConfigError(f"{name} must be a finite number, got {getattr(self, name)}")
+        if not 0 <= self.min_support <= 1:
+            raise ConfigError(f"min_support must lie in [0, 1], got {self.min_support}")
+        if self.samples < 1:
+            raise ConfigError(f"--samples must be at least 1, got {self.samples}")
+        if not self.layers or not self.self_directions or not self.cross_directions:
+            raise ConfigError("calibration layers and directions must not be empty")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How every cell of the paper's tables is trained on 2 CPU cores."""
+
+    name: str = why("paper", "what produced the README's tables")
+    pad_width: int = why(64, "the paper's fixed frame, wide enough for the 60-digit column")
+    lengths: tuple = why((6, 10, 15, 20, 60), "the paper's test lengths")
+    test_seed: int = why(0, "every method is tested on the same numbers")
+    preset: str = why("cpu", "2 decoder layers, 4 heads, d 64: converges in minutes on a CPU")
+    enc_layers: int = why(0, "the authors' identity encoder: cross-attention reads the embedded input")
+    enc_layers_in_attention: int = why(1, "RoPE, ALiBi, relative act inside self-attention, so their input needs an encoder")
+    lr: float = why(1e-3, "Adam with warmup and cosine decay, for minutes instead of the paper's days at 1e-5")
+    warmup: int = why(100, "linear warmup steps")
+    batch_size: int = why(128, "examples per optimizer step")
+    eval_every: int = why(250, "validate and checkpoint every this many steps")
+    valid_size: int = why(1000, "validation examples from the held-out eighth of the pool")
+    stop_at: float = why(0.999, "scaffolded runs (ABS, ABC retraining) stop at 99.9% validation")
+    stop_at_plain: float = why(0.995, "unscaffolded runs stop at interpolation, enough for ABC's 99%")
+    train_on: float = why(1.5, "ABS windows train on to 1.5x the step that reached stop_at: long carries need it")
+    steps: int = why(4000, "step cap of runs expected to interpolate")
+    steps_addition_plain: int = why(20000, "Vanilla Addition sits on a loss plateau for thousands of steps")
+    steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
+    steps_parity_plain: int = why(300, "Parity without a window fails and its long sequences are costly; capped short")
+    scaffold_pe_scale: float = why(1 / 16, "+w=W: the uncycled sinusoidal encoding at 1/16 amplitude beside the window")
+    abc_scheme: str = why("nope", "ABC retrains without positional encoding: the bias is its only position signal")
+    calibration: Calibration = why(Calibration(), "ABC's calibration settings")
+    calibration_layers: tuple = why((("successor", (0,)), ("addition", (0, 1)), ("nx1", (-1,))),
+                                    "per task, the decoder layers that hold its algorithm (other tasks: calibration.layers)")
+
+    def calibration_for(self, task: str) -> Calibration:
+        return replace(self.calibration, layers=dict(self.calibration_layers).get(task, self.calibration.layers))
+
+    def reasons(self) -> list[tuple[str, object, str]]:
+        """``(field, value, reason)`` for every value, calibration's as ``calibration.FIELD``."""
+        rows = []
+        for f in fields(self):
+            if f.name == "calibration":
+                rows += [(f"calibration.{c.name}", getattr(self.calibration, c.name), c.metadata["why"]) for c in fields(Calibration)]
+            else:
+                rows.append((f.name, getattr(self, f.name), f.metadata["why"]))
+        return rows
+
+
+PAPER = Recipe()
+QUICK = replace(
+    PAPER,
+    name="quick",  # minutes, not hours: Successor, Vanilla against ABC, pad width 24
+    pad_width=24,  # the smallest frame that holds the 20-digit column
+    lengths=(6, 10, 15, 20),  # what fits in the frame
+    steps=1500,
+    valid_size=500,
+    calibration=replace(PAPER.calibration, samples=500,
+                        kappa_cross=3.0),  # a pad-24 frame has too few lines for 4.5 sigma (docs/recipe.md)
+)
+RECIPES = {recipe.name: recipe for recipe in (PAPER, QUICK)}
+
+
+def _tuples(value):
+    """YAML lists as the tuples a frozen recipe holds."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _from_dict(cls, data: dict, where: str):
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ConfigError(f"{where}: unknown field {unknown[0]!r}; fields are {', '.join(known)}")
+    values = {}
+    for name, value in data.items():
+        if name == "calibration":
+            value = _from_dict(Calibration, value or {}, where)
+        values[name] = _tuples(value)
+    return values
+
+
+def load_recipe(name_or_path: str) -> Recipe:
+    """A named recipe (``paper``, ``quick``) or a YAML file of fields over one (``base: paper``)."""
+    if name_or_path in RECIPES:
+        return RECIPES[name_or_path]
+    if not os.path.isfile(name_or_path):
+        raise ConfigError(f"unknown recipe {name_or_path!r}; choose one of {', '.join(RECIPES)} or give a recipe YAML file")
+    try:
+        with open(name_or_path) as f:
+            data = yaml.safe_load(f) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigError(f"recipe file {name_or_path!r} is unreadable ({type(error).__name__})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"recipe file {name_or_path!r} does not hold a mapping of fields")
+    base = load_recipe(str(data.pop("base", "paper")))
+    data.setdefault("name", os.path.splitext(os.path.basename(name_or_path))[0])
+    values = _from_dict(Recipe, data, f"recipe file {name_or_path!r}")
+    if "calibration" in values:
+        values["calibration"] = replace(base.calibration, **values["calibration"])
+    try:
+        return replace(base, **values)
+    except TypeError as error:
+        raise ConfigError(f"recipe file {name_or_path!r}: {error}") from None
