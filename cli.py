@@ -52,7 +52,7 @@ class OneLineErrors(TyperGroup):
     sweep agent's ``--flag=value``."""
 
     def main(self, args=None, *rest, standalone_mode: bool = True, **kwargs):
-        args = list(sys.argv[1:] if args is None else args)
+        args = [str(arg) for arg in (sys.argv[1:] if args is None else args)]
         if args and args[0] in self.commands:
             args = args[:1] + boolean_values(self.commands[args[0]], args[1:])
         if not standalone_mode:
@@ -395,7 +395,7 @@ def report_command(
             with open(readme) as f:
                 filled = with_headline(f.read(), collect(runs_dir))
             atomic_write(readme, lambda f: f.write(filled.encode()))
-    console.print(text, highlight=False, soft_wrap=True)
+    console.print(text, highlight=False, soft_wrap=True, markup=False)
     console.print(f"→ {out}, {', '.join(os.path.basename(p) for p in pngs)}{', ' + readme if readme else ''}", highlight=False, soft_wrap=True)
 
 
@@ -480,7 +480,7 @@ def reproduce_command(
     with user_errors():
         text, pngs = write_report(out, os.path.join(out, "report.md"), read_invocations(out))
         dashboard = write_dashboard(out, os.path.join(out, "dashboard.html"))
-    console.print(text, highlight=False, soft_wrap=True)
+    console.print(text, highlight=False, soft_wrap=True, markup=False)
     failed = sum("error" in r for r in results)
     console.print(f"reproduce: {len(results) - failed} runs done, {failed} failed, {time.perf_counter() - start:.0f}s → "
                   f"{os.path.join(out, 'report.md')}, {dashboard}, {', '.join(os.path.basename(p) for p in pngs)}", soft_wrap=True, highlight=False)

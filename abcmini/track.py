@@ -84,6 +84,7 @@ class Tracker:
         if not enabled:
             return tracker
         with tracker.guard():
+            os.environ.setdefault("WANDB_SILENT", "true")  # no banner lines between ours (WANDB_SILENT=false brings them back)
             if "WANDB_MODE" not in os.environ and not has_api_key():
                 os.environ["WANDB_MODE"] = "offline"
             mode = None

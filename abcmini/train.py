@@ -121,8 +121,12 @@ class Trainer:
             changed = ", ".join(f"{k}: {theirs.get(k)!r} there, {ours[k]!r} here" for k in ours if theirs.get(k) != ours[k])
             raise UserError(f"{self.run_dir!r} was trained with a different configuration ({changed})")
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
         self.step_count, self.history, self.elapsed = state["step"], state["history"], state["elapsed"]
+        if state.get("weights_only"):  # a shipped source: its model and history, no optimizer or RNG to go on with
+            if not self.stopped:
+                raise UserError(f"{self.run_dir!r} holds a weights-only checkpoint, which cannot be trained further")
+            return True
+        self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
         return True

@@ -1,0 +1,48 @@
+"""The Vanilla sources shipped in results/sources: the recipe's own cells, calibrated in seconds."""
+
+import glob
+import json
+import os
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from abcmini.experiment import Cell, resolve
+from abcmini.recipes import PAPER
+from cli import app
+
+SOURCES = sorted(glob.glob("results/sources/paper/*/vanilla-s*"))
+
+
+def test_the_sources_are_the_paper_recipes_cells():
+    assert len(SOURCES) >= 6
+    for path in SOURCES:
+        state = torch.load(os.path.join(path, "checkpoint.pt"), weights_only=True)
+        task, name = path.split(os.sep)[-2:]
+        expected = resolve(PAPER, Cell(task, "vanilla", int(name.rsplit("-s", 1)[1])))
+        assert state["config"] == expected.run.to_dict() and state["weights_only"]
+        assert json.loads(open(os.path.join(path, "experiment.json")).read()) == expected.to_dict()
+        assert state["history"][-1]["valid_acc"] >= PAPER.stop_at_plain  # it interpolated
+        assert os.path.getsize(os.path.join(path, "checkpoint.pt")) < 1_000_000
+
+
+@pytest.mark.parametrize("path", SOURCES[:1])
+def test_a_shipped_source_calibrates_directly(path, tmp_path):
+    result = CliRunner().invoke(app, ["calibrate", path, "--samples", 100, "--no-wandb", "--out", str(tmp_path / "bias.pt")])
+    assert result.exit_code == 0, result.output
+    payload = torch.load(tmp_path / "bias.pt", weights_only=True)
+    assert payload["calibration"]["layers"] == list(dict(PAPER.calibration_layers)[payload["task"]])
+    assert "recipe paper's calibration" in result.output
+    # and an ABC cell may calibrate from it (no retraining of the source)
+    result = CliRunner().invoke(app, ["train", "--task", payload["task"], "--method", "abc", "--source", path, "--dry-run"])
+    assert result.exit_code == 0 and json.loads(result.stdout)["source"] == path
+
+
+def test_a_shipped_source_cannot_be_trained_further(tmp_path):
+    import shutil
+
+    shutil.copytree(SOURCES[0], tmp_path / "source")
+    task = SOURCES[0].split(os.sep)[-2]
+    result = CliRunner().invoke(app, ["train", "--task", task, "--steps", "20000", "--stop-at", "1.0", "--resume", "--no-wandb", "--out", str(tmp_path / "source")])
+    assert result.exit_code == 2 and "weights-only checkpoint" in result.stderr, result.output
