@@ -15,13 +15,12 @@ import torch
 from abcmini import __version__, commit
 from abcmini.biases import Calibrated
 from abcmini.calibrate import calibrate_run
-from abcmini.evaluate import extrapolation_accuracy
-from abcmini.experiment import ABC_BIAS, Experiment, RunConfig, learning_rate
-from abcmini.recipes import Calibration
-from abcmini.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.errors import UserError
-from abcmini.evaluate import pad_width_for
+from abcmini.evaluate import extrapolation_accuracy, pad_width_for
+from abcmini.experiment import ABC_BIAS, Experiment, RunConfig, learning_rate
+from abcmini.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.limits import check_evaluation, check_writable
+from abcmini.recipes import Calibration
 from abcmini.store import CHECKPOINT, load_checkpoint, read_eval, read_experiment, write_eval, write_experiment
 from abcmini.tasks import detokenize, extrapolation_set_size
 from abcmini.track import Tracker, artifact_name, run_config

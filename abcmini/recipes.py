@@ -81,9 +81,23 @@ class Recipe:
     calibration: Calibration = why(Calibration(), "ABC's calibration settings")
     calibration_layers: tuple = why((("successor", (0,)), ("addition", (0, 1)), ("nx1", (-1,))),
                                     "per task, the decoder layers that hold its algorithm (other tasks: calibration.layers)")
+    changes: tuple = why((), "the reasons for the values that differ from the recipe this one is based on")
 
     def calibration_for(self, task: str) -> Calibration:
         return replace(self.calibration, layers=dict(self.calibration_layers).get(task, self.calibration.layers))
+
+    def derive(self, **changes) -> "Recipe":
+        """A recipe based on this one: each change is ``field=(value, reason)``; calibration
+        fields are spelled ``calibration_FIELD``."""
+        values, calibration, reasons = {}, {}, dict(self.changes)
+        for name, (value, reason) in changes.items():
+            if name.startswith("calibration_"):
+                calibration[name.removeprefix("calibration_")] = value
+                reasons[f"calibration.{name.removeprefix('calibration_')}"] = reason
+            else:
+                values[name] = value
+                reasons[name] = reason
+        return replace(self, **values, calibration=replace(self.calibration, **calibration), changes=tuple(reasons.items()))
 
     def reasons(self) -> list[tuple[str, object, str]]:
         """``(field, value, reason)`` for every value, calibration's as ``calibration.FIELD``."""
@@ -91,21 +105,21 @@ class Recipe:
         for f in fields(self):
             if f.name == "calibration":
                 rows += [(f"calibration.{c.name}", getattr(self.calibration, c.name), c.metadata["why"]) for c in fields(Calibration)]
-            else:
+            elif f.name != "changes":
                 rows.append((f.name, getattr(self, f.name), f.metadata["why"]))
-        return rows
+        changed = dict(self.changes)
+        return [(name, value, changed.get(name, reason)) for name, value, reason in rows]
 
 
 PAPER = Recipe()
-QUICK = replace(
-    PAPER,
-    name="quick",  # minutes, not hours: Successor, Vanilla against ABC, pad width 24
-    pad_width=24,  # the smallest frame that holds the 20-digit column
-    lengths=(6, 10, 15, 20),  # what fits in the frame
-    steps=1500,
-    valid_size=500,
-    calibration=replace(PAPER.calibration, samples=500,
-                        kappa_cross=3.0),  # a pad-24 frame has too few lines for 4.5 sigma (docs/recipe.md)
+QUICK = PAPER.derive(
+    name=("quick", "minutes, not hours: Successor, Vanilla against ABC (reproduce --quick)"),
+    pad_width=(24, "the smallest frame that holds the 20-digit column"),
+    lengths=((6, 10, 15, 20), "what fits in the frame"),
+    steps=(1500, "a pad-24 run converges in a few hundred steps"),
+    valid_size=(500, "half the validation set: minutes, not hours"),
+    calibration_samples=(500, "half the calibration inputs"),
+    calibration_kappa_cross=(3.0, "a pad-24 frame has too few lines for any to stand 4.5 sigma out"),
 )
 RECIPES = {recipe.name: recipe for recipe in (PAPER, QUICK)}
 
@@ -142,6 +156,10 @@ def load_recipe(name_or_path: str) -> Recipe:
     if not isinstance(data, dict):
         raise ConfigError(f"recipe file {name_or_path!r} does not hold a mapping of fields")
     base = load_recipe(str(data.pop("base", "paper")))
+    reasons = data.pop("why", {}) or {}  # field → the reason for its new value
+    if not isinstance(reasons, dict):
+        raise ConfigError(f"recipe file {name_or_path!r}: why: maps a field to the reason for its value")
+    data["changes"] = [[str(k), str(v)] for k, v in {**dict(base.changes), **reasons}.items()]
     data.setdefault("name", os.path.splitext(os.path.basename(name_or_path))[0])
     values = _from_dict(Recipe, data, f"recipe file {name_or_path!r}")
     if "calibration" in values:

@@ -6,7 +6,6 @@ A cell pools the runs of one protocol (recipe, preset, pad width), one per seed,
 """
 
 import glob
-import json
 import os
 import re
 import statistics

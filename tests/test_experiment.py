@@ -10,7 +10,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from abcmini.experiment import ABS_METHODS, ABS_TASKS, MAIN_METHODS, MAIN_TASKS, Cell, resolve
+from abcmini.experiment import ABS_METHODS, ABS_TASKS, MAIN_METHODS, MAIN_TASKS, Cell
 from abcmini.recipes import PAPER, QUICK, RECIPES, load_recipe
 from abcmini.reproduce import plan, table_cells
 from abcmini.sweep import command_line, expand, load_sweep
@@ -96,6 +96,9 @@ def test_every_recipe_value_carries_a_reason():
     for recipe in RECIPES.values():
         for name, _, reason in recipe.reasons():
             assert reason and len(reason) < 110, name
+    quick, paper = ({name: reason for name, _, reason in r.reasons()} for r in (QUICK, PAPER))
+    assert {name for name in quick if quick[name] != paper[name]} == {"name", "pad_width", "lengths", "steps", "valid_size",
+                                                                       "calibration.samples", "calibration.kappa_cross"}
     result = runner.invoke(app, ["recipe", "quick"])
     assert result.exit_code == 0 and "kappa_cross" in result.output and "3.0" in result.output
 
