@@ -228,7 +228,7 @@ def train(
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, run_cell, use_threads
     from abcmini.recipes import load_recipe
-    from abcmini.store import check_bias_matches, clear_run, has_run, load_bias
+    from abcmini.store import check_bias_matches, check_run_dir, clear_run, has_run, load_bias
 
     with user_errors():
         chosen = load_recipe(recipe)
@@ -251,18 +251,7 @@ def train(
         source_dir = None
         if experiment.source is not None:
             source_dir = source or (ex.cell_dir(root, experiment.source_experiment()) if out is None else os.path.join(run_dir, "source"))
-        if resume and overwrite:
-            raise UserError("--resume and --overwrite contradict each other; pass one")
-        if os.path.exists(run_dir) and not os.path.isdir(run_dir):
-            raise UserError(f"--out {run_dir!r} is a file, not a directory")
-        exists = has_run(run_dir)
-        resume = resume or (proceed and exists)
-        if exists and not (resume or overwrite):
-            raise UserError(f"{run_dir!r} already holds a run; pass --resume to continue it or --overwrite to replace it")
-        if resume and not exists:
-            raise UserError(f"--resume: {run_dir!r} holds no run to continue")
-        if overwrite and os.path.isdir(run_dir) and not exists:
-            raise UserError(f"--overwrite: {run_dir!r} holds no abcmini run; refusing to delete it")
+        exists = check_run_dir(run_dir, resume or (proceed and has_run(run_dir)), overwrite)
         if bias:
             check_bias_matches(load_bias(bias), task, experiment.run.pad_width, experiment.run.model_config().heads, bias)
             if overwrite and os.path.abspath(os.path.dirname(bias)) == os.path.abspath(run_dir):

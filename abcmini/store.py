@@ -112,6 +112,22 @@ def has_run(run_dir: str) -> bool:
     return any(os.path.isfile(os.path.join(run_dir, name)) for name in (CHECKPOINT, EXPERIMENT_FILE))
 
 
+def check_run_dir(run_dir: str, resume: bool, overwrite: bool) -> bool:
+    """The rules of a run directory about to be trained into; returns whether it holds a run."""
+    if resume and overwrite:
+        raise StoreError("--resume and --overwrite contradict each other; pass one")
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise StoreError(f"--out {run_dir!r} is a file, not a directory")
+    exists = has_run(run_dir)
+    if exists and not (resume or overwrite):
+        raise StoreError(f"{run_dir!r} already holds a run; pass --resume to continue it or --overwrite to replace it")
+    if resume and not exists:
+        raise StoreError(f"--resume: {run_dir!r} holds no run to continue")
+    if overwrite and os.path.isdir(run_dir) and not exists:
+        raise StoreError(f"--overwrite: {run_dir!r} holds no abcmini run; refusing to delete it")
+    return exists
+
+
 RUN_FILES = (CHECKPOINT, f"{CHECKPOINT}.tmp", EXPERIMENT_FILE, EVAL_FILE, "abc_bias.pt", "abc_*.png", "wandb-id", "wandb")
 
 
