@@ -180,12 +180,16 @@ def test_a_resumed_run_refuses_a_changed_bias(world, tmp_path):
 
 
 def test_sigint_stops_reproduce_promptly_and_the_ledger_counts_what_ran(tmp_path):
+    """An endless job (Vanilla Addition asked for 100% validation) interrupted after its first checkpoint.
+    The child gets SIGINT's default handling even where the test runs as a background job, which ignores it."""
     root, recipe = tmp_path / "root", tmp_path / "endless.yaml"
-    recipe.write_text("base: quick\npad_width: 12\nlengths: [6]\nsteps: 1000000\nstop_at_plain: 1.0\neval_every: 20\nvalid_size: 50\n")
-    process = subprocess.Popen([sys.executable, "-m", "cli", "reproduce", "--recipe", str(recipe), "--tasks", "successor", "--methods",
+    recipe.write_text("base: quick\npad_width: 12\nlengths: [6]\nsteps_addition_plain: 1000000\nstop_at_plain: 1.0\n"
+                      "eval_every: 20\nvalid_size: 500\n")
+    process = subprocess.Popen([sys.executable, "-m", "cli", "reproduce", "--recipe", str(recipe), "--tasks", "addition", "--methods",
                                 "vanilla", "--seeds", "0", "--workers", "1", "--no-wandb", "--out", str(root)],
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    checkpoint = root / "successor" / "vanilla-s0" / "checkpoint.pt"
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    checkpoint = root / "addition" / "vanilla-s0" / "checkpoint.pt"
     deadline = time.time() + 120
     while not checkpoint.exists() and time.time() < deadline:
         time.sleep(0.2)
