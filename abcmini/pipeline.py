@@ -21,7 +21,7 @@ from abcmini.experiment import ABC_BIAS, Experiment, RunConfig, learning_rate
 from abcmini.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.limits import check_evaluation, check_writable
 from abcmini.recipes import Calibration
-from abcmini.store import CHECKPOINT, load_checkpoint, read_eval, read_experiment, write_eval, write_experiment
+from abcmini.store import CHECKPOINT, load_checkpoint, read_eval, read_eval_of, read_experiment, write_eval, write_experiment
 from abcmini.tasks import detokenize, extrapolation_set_size
 from abcmini.track import Tracker, artifact_name, run_config
 from abcmini.train import Trainer, load_model
@@ -166,9 +166,7 @@ def evaluate(run_dir: str, experiment: dict | None, cfg: RunConfig, model, histo
     """Accuracy at ``lengths`` merged into ``RUN_DIR/eval.json`` and logged as the extrapolation
     curve (``redo=False``: lengths the record already holds for this training state and test
     seed are not evaluated again). ``started``: when the job began, to record its wall time."""
-    old = read_eval(run_dir) or {}
-    same = old.get("train_steps") == (history[-1]["step"] if history else None) and old.get("test_seed") == test_seed
-    done = old.get("accuracy", {}) if same and not redo else {}
+    done = {} if redo else read_eval_of(run_dir, history[-1]["step"] if history else None, test_seed).get("accuracy", {})
     accuracy = {}
     for length in lengths:
         if str(length) in done:
@@ -213,9 +211,8 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
                         experiment.test_seed, hooks, tracker, redo=False, started=start, **extra)
 
     def evaluated(trainer):  # a finished cell whose record holds every length: nothing to do
-        old = read_eval(run_dir) or {}
-        return (old.get("train_steps") == trainer.step_count and old.get("test_seed") == experiment.test_seed
-                and all(str(n) in old.get("accuracy", {}) for n in experiment.lengths))
+        done = read_eval_of(run_dir, trainer.step_count, experiment.test_seed).get("accuracy", {})
+        return all(str(n) in done for n in experiment.lengths)
 
     _, result = train_stage(experiment, run_dir, "run", device, hooks, tracking, uses, after=evaluation, done=evaluated)
     return result

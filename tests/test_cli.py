@@ -187,3 +187,16 @@ def test_calibrate_refuses_a_model_that_has_not_interpolated(tmp_path):
     one_line_error(invoke("calibrate", out, "--min-accuracy", 0, "--samples", 0), "--samples must be at least 1")
     one_line_error(invoke("calibrate", out, "--min-accuracy", 0, "--layers", "0,1"), "the model has 1 decoder layers")
     one_line_error(invoke("calibrate", out, "--min-accuracy", 0, "--layers", "last"), "--layers takes comma-separated integers")
+
+
+def test_eval_merges_lengths_but_never_mixes_test_sets(trained_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run)
+    read = lambda: json.loads((run / "eval.json").read_text())  # noqa: E731
+    assert invoke("eval", run, "--lengths", "1,2", "--no-wandb").exit_code == 0
+    assert invoke("eval", run, "--lengths", "3", "--no-wandb").exit_code == 0
+    assert set(read()["accuracy"]) == {"1", "2", "3"}  # merged, nothing dropped
+    assert invoke("eval", run, "--lengths", "3", "--seed", "1", "--no-wandb").exit_code == 0
+    assert set(read()["accuracy"]) == {"3"} and read()["test_seed"] == 1  # another test set replaces the record
