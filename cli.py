@@ -163,10 +163,9 @@ class ConsoleHooks:
 def print_calibration(result: dict, seconds: float) -> None:
     import torch
 
-    from abcmini.biases import Calibrated
+    from abcmini.biases import scaffold_from_state
 
-    calibrated = Calibrated.from_state(result["bias"])
-    for kind, table in (("cross", calibrated.cross_attention), ("self", calibrated.self_attention)):
+    for kind, table in scaffold_from_state(result["bias"]).tables():
         open_lines = torch.isfinite(table.values).sum(dim=(0, 2)).tolist()
         console.print(f"{kind:>5}-attention: open lines per head {open_lines}; empty heads "
                       f"{table.transparent.nonzero().flatten().tolist() or 'none'}", highlight=False)
@@ -209,6 +208,7 @@ def train(
     kappa_cross: float = typer.Option(None, help="ABC: cross-attention dropoff factor."),
     kappa_self: float = typer.Option(None, help="ABC: self-attention dropoff factor."),
     lengths: str = typer.Option(None, help="Test lengths after training, comma-separated."),
+    test_frame: str = typer.Option(None, help="fixed: test in the training frame; follows: grow it with the length."),
     out: str = typer.Option(None, help="Run directory [default: runs/RECIPE/TASK/NAME]."),
     source: str = typer.Option(None, help="ABC: the Vanilla run to calibrate (trained first if unfinished)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
@@ -237,7 +237,7 @@ def train(
                      "steps": steps, "stop_at": stop_at, "train_on": train_on, "batch_size": batch_size, "lr": lr, "warmup": warmup,
                      "eval_every": eval_every, "valid_size": valid_size, "bias_file": bias and os.path.abspath(bias),
                      "kappa_cross": kappa_cross, "kappa_self": kappa_self,
-                     "lengths": lengths and parse_integers(lengths, "--lengths", minimum=1)}
+                     "lengths": lengths and parse_integers(lengths, "--lengths", minimum=1), "test_frame": test_frame}
         overrides = {key: value for key, value in overrides.items() if value is not None}
         if growing:
             if pad_width is not None:
@@ -280,7 +280,8 @@ def evaluate(
     run_dir: str = typer.Argument(..., help="A run directory written by abcmini train."),
     lengths: str = typer.Option(None, help="Comma-separated lengths in digits [default: the run's recipe's]."),
     seed: int = typer.Option(None, help="Seed of the test sets [default: the run's recipe's]."),
-    batch_size: int = typer.Option(1000, min=1, help="Sequences decoded at once."),
+    test_frame: str = typer.Option(None, help="fixed: in the training frame; follows: a frame grown with each length [default: the run's recipe's]."),
+    batch_size: int = typer.Option(1000, min=1, help="Sequences decoded at once (fewer where a batch would need over 2 GiB)."),
     wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),
     wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
@@ -290,7 +291,8 @@ def evaluate(
 
     with user_errors():
         wanted = parse_integers(lengths, "--lengths", minimum=1) if lengths else None
-        record = evaluate_run(run_dir, wanted, seed, pick_device(device), ConsoleHooks(), Tracking(wandb, wandb_project), batch_size)
+        record = evaluate_run(run_dir, wanted, seed, pick_device(device), ConsoleHooks(), Tracking(wandb, wandb_project), batch_size,
+                              test_frame)
     print_accuracy(record)
 
 
@@ -307,6 +309,8 @@ def calibrate_command(
     drop_padding: bool = typer.Option(None, "--drop-padding/--keep-padding", help="Drop lines that read padding."),
     empty: str = typer.Option(None, help="A head with no line: silent (reads the start marker) | transparent."),
     skip_start: bool = typer.Option(None, "--skip-start/--count-start", help="Average diagonals without their SOS cell."),
+    per_layer: bool = typer.Option(None, "--per-layer/--united", help="Each decoder layer its own bias, or one for all."),
+    anchors: str = typer.Option(None, help="Cross lines counted from the matrix corner | from each input segment's last digit."),
     samples: int = typer.Option(None, help="Training inputs decoded to average the attention over."),
     seed: int = typer.Option(None, help="Seed of that subset."),
     min_accuracy: float = typer.Option(None, help="Refuse a run below this validation exact match."),
@@ -333,7 +337,8 @@ def calibrate_command(
         given = {"layers": layers and parse_integers(layers, "--layers"), "self_directions": directions and parse_integers(directions, "--directions"),
                  "cross_directions": cross_directions and parse_integers(cross_directions, "--cross-directions"),
                  "kappa_cross": kappa_cross, "kappa_self": kappa_self, "min_support": min_support, "drop_padding": drop_padding,
-                 "empty": empty, "skip_start": skip_start, "samples": samples, "seed": seed, "min_accuracy": min_accuracy}
+                 "empty": empty, "skip_start": skip_start, "per_layer": per_layer, "anchors": anchors, "samples": samples, "seed": seed,
+                 "min_accuracy": min_accuracy}
         settings = replace(chosen.calibration_for(task), **{k: v for k, v in given.items() if v is not None})
         cfg = RunConfig(**state["config"])
         check_memory(cfg, "cpu", settings.samples, "calibration")

@@ -14,12 +14,19 @@ counted from the top-left corner for Δ > 0 and from the top-right corner (minus
 Δ ≤ 0, so that the least-significant-digit corners line up when the matrix grows (the footnote
 of the paper's Algorithm 1). A cell takes its line's value in each direction (−inf for a line
 never observed or dropped) and the directions merge by element-wise max.
+
+Anchored lines (``anchors``: the task whose input layout they follow) are counted per segment of
+the input instead (the start marker, each operand, the operator; ``tasks.input_segments``), from
+the segment's last column: its least significant digit. A line that reads operand ``a`` then
+reads ``a`` in a frame of any width, where a corner-anchored one moves with the frame.
 """
 
 from dataclasses import dataclass
 
 import torch
 from einops import rearrange
+
+from abcmini.tasks import input_segments
 
 NEG_INF = float("-inf")
 
@@ -76,16 +83,25 @@ class Window:
 # ---------------------------------------------------------------- ABC line tables
 
 
-def line_ids(n_q: int, n_k: int, delta: int, right: bool = True, device=None) -> torch.Tensor:
+def line_ids(n_q: int, n_k: int, delta: int, right: bool = True, device=None, segment=None) -> torch.Tensor:
     """``[q k]`` index of the line of direction ``(1, Δ)`` through each cell.
 
     ``right``: lines with Δ ≤ 0 are counted from the top-right corner (cross-attention, whose
     least significant input digit is the last column). Decoder self-attention has its least
     significant digit at the top-left for both axes, so there every direction counts from there.
+    ``segment (first, last)``: lines anchored at column ``last`` for every Δ; see ``in_segment``.
     """
     i = rearrange(torch.arange(n_q, device=device), "q -> q 1")
     j = rearrange(torch.arange(n_k, device=device), "k -> 1 k")
+    if segment is not None:
+        return j - delta * i - segment[1]
     return j - delta * i - (n_k - 1 if right and delta <= 0 else 0)
+
+
+def in_segment(n_q: int, n_k: int, segment, device=None) -> torch.Tensor:
+    """``[q k]``: the cells whose column lies in ``segment (first, last)`` (all, for None)."""
+    j = rearrange(torch.arange(n_k, device=device), "k -> 1 k").expand(n_q, n_k)
+    return torch.ones_like(j, dtype=torch.bool) if segment is None else (j >= segment[0]) & (j <= segment[1])
 
 
 @dataclass
@@ -99,16 +115,25 @@ class LineBias:
     # a head with no line: transparent (all zeros, the paper's rule) or silent (all closed, so the
     # no-NaN rule opens column 0 only: the start marker, the same token at every length)
     transparent_empty: bool = True
+    # anchored lines: the task whose input segments they are counted in, and the segment of each
+    # direction's table (``deltas`` may then repeat, one table per segment)
+    anchors: str | None = None
+    segments: tuple[int, ...] = ()
+
+    def segment(self, index: int, n_k: int):
+        """``(first, last)`` columns of table ``index``'s segment at width ``n_k``; None: corner-anchored."""
+        return input_segments(self.anchors, n_k)[self.segments[index]] if self.anchors else None
 
     def union(self, other: "LineBias") -> "LineBias":
         """Both biases' lines at once (materialized, they merge by max like directions do): how
         the calibrations of several decoder layers combine into one bias."""
-        if self.right != other.right:
-            raise ValueError("cannot unite a cross-attention bias with a self-attention bias")
+        if self.right != other.right or self.anchors != other.anchors:
+            raise ValueError("cannot unite biases of different attentions or anchors")
         width = max(self.values.shape[-1], other.values.shape[-1])
         pad = lambda v: torch.nn.functional.pad(v, (0, width - v.shape[-1]), value=NEG_INF)  # noqa: E731
         return LineBias(self.deltas + other.deltas, self.firsts + other.firsts,
-                        torch.cat([pad(self.values), pad(other.values)]), self.right, self.transparent_empty)
+                        torch.cat([pad(self.values), pad(other.values)]), self.right, self.transparent_empty,
+                        self.anchors, self.segments + other.segments)
 
     @property
     def transparent(self) -> torch.Tensor:
@@ -120,9 +145,10 @@ class LineBias:
         lines = self.values.shape[-1]
         values = torch.nn.functional.pad(self.values.to(device), (0, 1), value=NEG_INF)  # column `lines`: unknown
         merged = torch.full((values.shape[1], n_q, n_k), NEG_INF, device=device)
-        for table, delta, first in zip(values, self.deltas, self.firsts):
-            ids = line_ids(n_q, n_k, delta, self.right, device) - first
-            ids = ids.masked_fill((ids < 0) | (ids >= lines), lines)
+        for index, (table, delta, first) in enumerate(zip(values, self.deltas, self.firsts)):
+            segment = self.segment(index, n_k)
+            ids = line_ids(n_q, n_k, delta, self.right, device, segment) - first
+            ids = ids.masked_fill((ids < 0) | (ids >= lines) | ~in_segment(n_q, n_k, segment, device), lines)
             cell = rearrange(table.index_select(1, rearrange(ids, "q k -> (q k)")), "h (q k) -> h q k", q=n_q)
             merged = torch.maximum(merged, cell)
         if self.transparent_empty:
@@ -133,11 +159,21 @@ class LineBias:
 
     def state(self) -> dict:
         return {"deltas": list(self.deltas), "firsts": list(self.firsts), "values": self.values, "right": self.right,
-                "transparent_empty": self.transparent_empty}
+                "transparent_empty": self.transparent_empty, "anchors": self.anchors, "segments": list(self.segments)}
 
     @classmethod
     def from_state(cls, state: dict) -> "LineBias":
-        return cls(tuple(state["deltas"]), tuple(state["firsts"]), state["values"], state["right"], state["transparent_empty"])
+        return cls(tuple(state["deltas"]), tuple(state["firsts"]), state["values"], state["right"], state["transparent_empty"],
+                   state.get("anchors"), tuple(state.get("segments", ())))
+
+    def lines(self):
+        """``(direction label, head, [(line, value)])`` for every head with an open line."""
+        for index, (values, delta, first) in enumerate(zip(self.values, self.deltas, self.firsts)):
+            label = f"Δ = {delta}" + (f", segment {self.segments[index]}" if self.anchors else "")
+            for head, row in enumerate(values.tolist()):
+                open_lines = [(first + i, v) for i, v in enumerate(row) if v != NEG_INF]
+                if open_lines:
+                    yield label, head, open_lines
 
 
 @dataclass
@@ -157,8 +193,55 @@ class Calibrated:
     def union(self, other: "Calibrated") -> "Calibrated":
         return Calibrated(self.self_attention.union(other.self_attention), self.cross_attention.union(other.cross_attention))
 
+    def tables(self):
+        """``(name, LineBias)`` of each attention."""
+        yield "cross", self.cross_attention
+        yield "self", self.self_attention
+
     @classmethod
     def from_state(cls, state: dict) -> "Calibrated":
         return cls(LineBias.from_state(state["self"]), LineBias.from_state(state["cross"]))
+
+
+@dataclass
+class PerLayer:
+    """One ABC bias per decoder layer, each calibrated from that layer's own attention (the
+    paper's "per-layer bias", end of §4): the model adds ``layers[l]`` in decoder layer ``l``."""
+
+    layers: tuple[Calibrated, ...]
+
+    def __call__(self, n_q: int, n_src: int, device=None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return [layer(n_q, n_src, device) for layer in self.layers]
+
+    def state(self) -> dict:
+        return {"layers": [layer.state() for layer in self.layers]}
+
+    def tables(self):
+        for index, layer in enumerate(self.layers):
+            for name, table in layer.tables():
+                yield f"layer {index} {name}", table
+
+
+def scaffold_from_state(state: dict) -> Calibrated | PerLayer:
+    """The ABC scaffold a bias file or checkpoint stores: one bias for every layer, or one per layer."""
+    if "layers" in state:
+        return PerLayer(tuple(Calibrated.from_state(layer) for layer in state["layers"]))
+    return Calibrated.from_state(state)
+
+
+def per_layer(biases, depth: int) -> list[tuple]:
+    """A scaffold's output as one ``(self_bias, cross_bias)`` pair per decoder layer."""
+    if isinstance(biases, list):
+        if len(biases) != depth:
+            raise ValueError(f"a per-layer scaffold for {len(biases)} decoder layers on a model with {depth}")
+        return biases
+    return [biases] * depth
+
+
+def stacked(biases) -> tuple[torch.Tensor, torch.Tensor]:
+    """A scaffold's output as one ``(self [(layers h) q k], cross)`` pair, layers one after another (figures)."""
+    if not isinstance(biases, list):
+        return biases
+    return tuple(torch.cat([pair[kind] for pair in biases]) for kind in (0, 1))
 
 

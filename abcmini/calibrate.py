@@ -14,11 +14,11 @@ import os
 import torch
 from einops import rearrange
 
-from abcmini.biases import NEG_INF, Calibrated, LineBias, line_ids
+from abcmini.biases import NEG_INF, Calibrated, LineBias, PerLayer, in_segment, line_ids
 from abcmini.errors import UserError
 from abcmini.recipes import Calibration
 from abcmini.store import load_checkpoint, save_bias
-from abcmini.tasks import POOL_DIGITS, Pool, format_task, padding_cells, sample_operands
+from abcmini.tasks import POOL_DIGITS, Pool, format_task, input_segments, padding_cells, sample_operands
 from abcmini.train import load_model
 
 
@@ -26,23 +26,25 @@ class NotInterpolatedError(UserError):
     pass
 
 
-def line_average(attention: torch.Tensor, delta: int, right: bool = True,
-                 skip_start: bool = False) -> tuple[torch.Tensor, torch.Tensor, int]:
+def line_average(attention: torch.Tensor, delta: int, right: bool = True, skip_start: bool = False,
+                 segment=None) -> tuple[torch.Tensor, torch.Tensor, int]:
     """``d_l``: the mean of ``attention [h m n]`` along every line of direction ``Δ``.
 
     Returns ``(d [h lines], cells [lines], first)``: column ``c`` holds line index ``first + c``,
     ``cells`` how many cells of ``attention`` that line crosses. ``skip_start``: a sloped line
     (Δ ≠ 0) leaves out its cell in column 0, the start token (see ``calibrate``); a line with no
-    cell left has ``d = 0`` and ``cells = 0``.
+    cell left has ``d = 0`` and ``cells = 0``. ``segment``: lines anchored in that segment of
+    the columns (``biases.line_ids``), cells outside it left out.
     """
     heads, m, n = attention.shape
-    ids = line_ids(m, n, delta, right, attention.device)
-    first = int(ids.min())
-    lines = int(ids.max()) - first + 1
-    counted = torch.ones(m, n, dtype=torch.bool, device=attention.device)
+    ids = line_ids(m, n, delta, right, attention.device, segment)
+    inside = in_segment(m, n, segment, attention.device)
+    first = int(ids[inside].min())
+    lines = int(ids[inside].max()) - first + 1
+    counted = inside.clone()
     if skip_start and delta != 0:
         counted[:, 0] = False
-    flat = rearrange(ids - first, "q k -> (q k)")
+    flat = rearrange((ids - first).clamp(0, lines - 1), "q k -> (q k)")
     weights = rearrange(attention * counted, "h q k -> h (q k)")
     sums = attention.new_zeros(heads, lines).index_add_(1, flat, weights)
     cells = torch.bincount(flat, weights=rearrange(counted, "q k -> (q k)").float(), minlength=lines).long()
@@ -65,19 +67,23 @@ def dropoff(d: torch.Tensor, kappa: float, supported: torch.Tensor | None = None
     return torch.where((d > mu + kappa * sigma) & supported, d - d_max, torch.full_like(d, NEG_INF))
 
 
-def line_counts(mask: torch.Tensor, delta: int, right: bool = True) -> torch.Tensor:
+def line_counts(mask: torch.Tensor, delta: int, right: bool = True, segment=None) -> torch.Tensor:
     """``[lines]`` (indexed as by ``line_average``): how many true cells of ``mask [m n]`` each
     line of direction ``Δ`` crosses (of the last row, say, or of the columns that are not padding)."""
-    ids = line_ids(*mask.shape, delta, right, mask.device)
-    return torch.bincount(ids[mask] - ids.min(), minlength=int(ids.max() - ids.min()) + 1)
+    inside = in_segment(*mask.shape, segment, mask.device)
+    ids = line_ids(*mask.shape, delta, right, mask.device, segment)
+    low, high = int(ids[inside].min()), int(ids[inside].max())
+    return torch.bincount(ids[mask & inside] - low, minlength=high - low + 1)
 
 
 def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True, min_support: float = 0.5,
               padding: torch.Tensor | None = None, padding_somewhere: torch.Tensor | None = None, causal: bool = False,
-              transparent_empty: bool = True, skip_start: bool = False) -> LineBias:
+              transparent_empty: bool = True, skip_start: bool = False, anchors: str | None = None) -> LineBias:
     """ABC steps 3–5 on an averaged attention tensor ``Ā [h m n]`` (trusted rows only).
 
     ``right``: cross-attention (True) or decoder self-attention (False), see ``line_ids``.
+    ``anchors`` (a task): lines counted per input segment (``biases``), one table per direction
+    and segment; the dropoff's statistics still pool every line of a direction.
     Rules beyond the paper's (docs/recipe.md gives the failure each fixes; min_support = 0 and the
     defaults of the others give the paper's Algorithm 1):
     ``min_support``: extend only lines crossing that fraction of the ``m`` rows, and the last row;
@@ -87,26 +93,32 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True,
     can attend to; ``skip_start``: sloped lines are averaged without their cell in column 0;
     ``transparent_empty``: a head with no line reads everything (the paper) or nothing but column 0.
     """
-    tables = [line_average(attention, delta, right, skip_start) for delta in deltas]
-    width = max(d.shape[-1] for d, _, _ in tables)
-    values = []
     _, m, n = attention.shape
+    segments = input_segments(anchors, n) if anchors else [None]
+    families = [(delta, index) for delta in deltas for index in range(len(segments))]
     last_row = torch.zeros(m, n, dtype=torch.bool, device=attention.device)
     last_row[-1] = True
-    for delta, (d, cells, _) in zip(deltas, tables):
-        kept = dropoff(d, kappa, cells >= min_support * m)
-        if min_support > 0:
-            kept = kept.masked_fill(line_counts(last_row, delta, right) == 0, NEG_INF)
-        if min_support > 0 and causal:
-            attendable = torch.ones(m, n, dtype=torch.bool, device=attention.device).tril()
-            kept = kept.masked_fill(line_counts(attendable, delta, right) < min_support * m, NEG_INF)
-        if padding is not None:
-            reads = line_counts((~padding).expand(m, -1), delta, right)
-            kept = kept.masked_fill(reads < max(1.0, min_support * m), NEG_INF)
-        if padding_somewhere is not None and delta == 0:
-            kept = kept.masked_fill(line_counts(padding_somewhere.expand(m, -1), delta, right) > 0, NEG_INF)
-        values.append(torch.nn.functional.pad(kept, (0, width - d.shape[-1]), value=NEG_INF))
-    return LineBias(tuple(deltas), tuple(first for _, _, first in tables), torch.stack(values), right, transparent_empty)
+    tables, kept_tables = [], []
+    for delta in deltas:
+        parts = [(segment, *line_average(attention, delta, right, skip_start, segment)) for segment in segments]
+        d = torch.cat([part[1] for part in parts], dim=-1)
+        supported = torch.cat([part[2] for part in parts]) >= min_support * m
+        for segment, part, kept in zip(segments, parts, dropoff(d, kappa, supported).split([p[1].shape[-1] for p in parts], -1)):
+            counts = functools.partial(line_counts, delta=delta, right=right, segment=segment)
+            if min_support > 0:
+                kept = kept.masked_fill(counts(last_row) == 0, NEG_INF)
+            if min_support > 0 and causal:
+                kept = kept.masked_fill(counts(torch.ones(m, n, dtype=torch.bool, device=attention.device).tril()) < min_support * m, NEG_INF)
+            if padding is not None:
+                kept = kept.masked_fill(counts((~padding).expand(m, -1)) < max(1.0, min_support * m), NEG_INF)
+            if padding_somewhere is not None and delta == 0:
+                kept = kept.masked_fill(counts(padding_somewhere.expand(m, -1)) > 0, NEG_INF)
+            tables.append(part[3])
+            kept_tables.append(kept)
+    width = max(kept.shape[-1] for kept in kept_tables)
+    values = torch.stack([torch.nn.functional.pad(kept, (0, width - kept.shape[-1]), value=NEG_INF) for kept in kept_tables])
+    return LineBias(tuple(delta for delta, _ in families), tuple(tables), values, right, transparent_empty, anchors,
+                    tuple(index for _, index in families) if anchors else ())
 
 
 @torch.no_grad()
@@ -135,7 +147,8 @@ def average_attention(model, example, trusted_rows: int, batch_size: int = 500, 
 def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
     """ABC steps 1–5 for a trained run: refuse it unless it interpolated, decode
     ``settings.samples`` seeded training inputs, average the attention of ``settings.layers``,
-    calibrate each layer and unite their lines, and save the bias file at ``out``. Returns the
+    calibrate each layer and unite their lines (``per_layer``: calibrate every decoder layer and
+    keep each bias for its own layer), and save the bias file at ``out``. Returns the
     saved payload plus the ``example`` it was computed on and the run's ``config``."""
     state = load_checkpoint(run_dir)
     cfg, model = load_model(state)
@@ -144,24 +157,29 @@ def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
         raise NotInterpolatedError(f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < "
                                    f"{settings.min_accuracy:.2%}; train it longer (--stop-at)")
     depth = model.cfg.dec_layers
+    layers = tuple(range(depth)) if settings.per_layer else settings.layers
     if not all(-depth <= layer < depth for layer in settings.layers):
         raise UserError(f"--layers {list(settings.layers)}: the model has {depth} decoder layers (0…{depth - 1}, or -1 for the last)")
     a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).train, settings.samples, torch.Generator().manual_seed(settings.seed))
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
-    self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, layers=settings.layers)
+    self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, layers=layers)
     src_padding = padding_cells(example.src)
     out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]
     cross_rules = {"padding": src_padding.all(dim=0), "padding_somewhere": src_padding.any(dim=0)} if settings.drop_padding else {}
     self_rules = {"padding_somewhere": out_padding.any(dim=0)} if settings.drop_padding else {}
     rules = {"min_support": settings.min_support, "transparent_empty": settings.empty == "transparent"}
+    anchors = cfg.task if settings.anchors == "segments" else None
     per_layer = [Calibrated(calibrate(s, settings.kappa_self, settings.self_directions, right=False, causal=True,
                                       skip_start=settings.skip_start, **self_rules, **rules),
-                            calibrate(c, settings.kappa_cross, settings.cross_directions, right=True, **cross_rules, **rules))
+                            calibrate(c, settings.kappa_cross, settings.cross_directions, right=True, anchors=anchors,
+                                      **cross_rules, **rules))
                  for s, c in zip(self_avg, cross_avg)]
+    scaffold = PerLayer(tuple(per_layer)) if settings.per_layer else functools.reduce(Calibrated.union, per_layer)
     payload = {
         "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads, "aligned": cfg.aligned,
-        "calibration": {key: list(value) if isinstance(value, tuple) else value for key, value in vars(settings).items()},
-        "source": os.path.abspath(run_dir), "bias": functools.reduce(Calibrated.union, per_layer).state(),
+        "calibration": {**{key: list(value) if isinstance(value, tuple) else value for key, value in vars(settings).items()},
+                        "layers": list(layers)},
+        "source": os.path.abspath(run_dir), "bias": scaffold.state(),
         "attention": {"self": self_avg, "cross": cross_avg},
     }
     save_bias(out, payload)

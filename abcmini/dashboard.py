@@ -14,10 +14,11 @@ import plotly.io as pio
 import torch
 from plotly.subplots import make_subplots
 
-from abcmini.biases import Calibrated
+from abcmini.biases import Window, scaffold_from_state, stacked
 from abcmini.calibrate import average_attention
 from abcmini.paper import paper_accuracy
-from abcmini.report import ABS_ROWS, MAIN_LENGTHS, MAIN_ROWS, TASK_ORDER, cell, collect, describe_protocol, pool, protocol, summarize
+from abcmini.report import (ABS_ROWS, LONG_LENGTH, MAIN_LENGTHS, MAIN_ROWS, PUBLISHED_COLUMNS, PUBLISHED_NOTE, TASK_ORDER, cell, collect,
+                            describe_protocol, pool, protocol, published_rows, summarize)
 from abcmini.store import CHECKPOINT, StoreError, atomic_write, load_bias, load_checkpoint
 from abcmini.tasks import Example, Pool, detokenize, format_task, sample_operands
 from abcmini.train import load_model
@@ -123,16 +124,13 @@ def heads_figure(maps: torch.Tensor, title: str, colorbar: str, x_labels=None) -
     return fig
 
 
-def lines_html(bias: Calibrated) -> str:
+def lines_html(bias) -> str:
     """The calibrated lines: per attention, direction and head, the open line indices and values."""
     items = []
-    for kind, table in (("cross", bias.cross_attention), ("self", bias.self_attention)):
-        for values, delta, first in zip(table.values, table.deltas, table.firsts):
-            for head, row in enumerate(values):
-                open_lines = [(first + i, v) for i, v in enumerate(row.tolist()) if v != float("-inf")]
-                if open_lines:
-                    listed = ", ".join(f"{line} ({value:.2f})" for line, value in open_lines)
-                    items.append(f"<li>{kind}-attention, Δ = {delta}, head {head}: lines {listed}</li>")
+    for kind, table in bias.tables():
+        for direction, head, open_lines in table.lines():
+            listed = ", ".join(f"{line} ({value:.2f})" for line, value in open_lines)
+            items.append(f"<li>{kind}-attention, {direction}, head {head}: lines {listed}</li>")
     return f"<ul>{''.join(items) or '<li>no line open</li>'}</ul>"
 
 
@@ -161,13 +159,13 @@ def cell_html(record: dict, first: bool) -> tuple[str, bool]:
     parts.append(figure_html(heads_figure(self_map, "last decoder layer, self-attention", "p"), False))
     first = False
     if model.scaffold is not None:
-        self_bias, cross_bias = model.scaffold(one.tgt_out.shape[1], len(tokens))
-        kind = "ABC bias" if isinstance(model.scaffold, Calibrated) else f"ABS window w = {cfg.window}"
-        parts.append(figure_html(heads_figure(cross_bias.expand(model.cfg.heads, -1, -1), f"{kind}, cross-attention", "bias", labels), False))
-        parts.append(figure_html(heads_figure(self_bias.expand(model.cfg.heads, -1, -1), f"{kind}, self-attention", "bias"), False))
+        self_bias, cross_bias = stacked(model.scaffold(one.tgt_out.shape[1], len(tokens)))
+        kind = "ABC bias" if not isinstance(model.scaffold, Window) else f"ABS window w = {cfg.window}"
+        parts.append(figure_html(heads_figure(cross_bias.expand(max(len(cross_bias), model.cfg.heads), -1, -1), f"{kind}, cross-attention", "bias", labels), False))
+        parts.append(figure_html(heads_figure(self_bias.expand(max(len(self_bias), model.cfg.heads), -1, -1), f"{kind}, self-attention", "bias"), False))
     bias_path = os.path.join(run, "abc_bias.pt")
     if os.path.exists(bias_path):
-        parts.append(f"<p>Calibrated lines (line index, value):</p>{lines_html(Calibrated.from_state(load_bias(bias_path)['bias']))}")
+        parts.append(f"<p>Calibrated lines (line index, value):</p>{lines_html(scaffold_from_state(load_bias(bias_path)['bias']))}")
     return "".join(parts), first
 
 
@@ -190,6 +188,11 @@ def build(root: str) -> str:
     body.append("<h2>The paper's tables, ours beside the paper's (grey)</h2><h3>Main table</h3>")
     body.append(table_html(cells, [n for n in MAIN_LENGTHS if n in lengths], MAIN_ROWS))
     body.append(f"<h3>ABS table</h3>{table_html(cells, lengths, ABS_ROWS)}")
+    if any(n >= LONG_LENGTH for n in lengths):
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in PUBLISHED_COLUMNS)
+        rows = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in published_rows(cells, kept))
+        body.append(f"<h2>Beside published length generalization</h2><table id='published'><tr>{head}</tr>{rows}</table>"
+                    f"<p>{html.escape(PUBLISHED_NOTE)}</p>")
     if left_out:
         body.append("<h3>Runs left out</h3><ul>" + "".join(f"<li><code>{html.escape(r)}</code>: {html.escape(why)}</li>"
                                                           for r, why in left_out) + "</ul>")

@@ -80,6 +80,7 @@ class RunConfig:
     task: str = "successor"
     scheme: str = "vanilla"
     period: int = 0  # CPI period T (0: off)
+    cpi_from: str = "start"  # CPI positions of the input counted from its first token or its "end"
     window: int | None = None  # ABS window w (None: no window)
     bias_file: str | None = None  # ABC bias, relative to the run directory (or absolute)
     preset: str = "cpu"
@@ -114,6 +115,8 @@ class RunConfig:
         for option, ok, rule in checks:
             if not ok:
                 raise ConfigError(f"--{option} must be {rule}, got {getattr(self, option.replace('-', '_'))}")
+        if self.cpi_from not in ("start", "end"):
+            raise ConfigError(f"--cpi-from is start or end, not {self.cpi_from!r}")
         if self.pad_width is not None and self.pad_width < POOL_DIGITS:
             raise ConfigError(f"pad width must be at least {POOL_DIGITS} (the training numbers have up to {POOL_DIGITS} digits)")
         self.model_config()  # validates the positional scheme
@@ -133,7 +136,8 @@ class RunConfig:
 
     def model_config(self) -> ModelConfig:
         depth = {} if self.enc_layers is None else {"enc_layers": self.enc_layers}
-        return ModelConfig(**{**PRESETS[self.preset], **depth, "scheme": self.scheme, "period": self.period, "pe_scale": self.pe_scale})
+        return ModelConfig(**{**PRESETS[self.preset], **depth, "scheme": self.scheme, "period": self.period, "pe_scale": self.pe_scale,
+                              "cpi_from": self.cpi_from})
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -150,11 +154,11 @@ def learning_rate(cfg: RunConfig, step: int) -> float:
 # ---------------------------------------------------------------- cells and their resolution
 
 ABC_BIAS = "abc_bias.pt"  # an ABC run's bias file, inside its run directory
-RUN_FIELDS = ("preset", "enc_layers", "pe_scale", "pad_width", "data_seed", "steps", "batch_size", "lr", "warmup",
+RUN_FIELDS = ("preset", "enc_layers", "pe_scale", "cpi_from", "pad_width", "data_seed", "steps", "batch_size", "lr", "warmup",
               "stop_at", "train_on", "eval_every", "valid_size", "bias_file")
 SHARED_FIELDS = ("preset", "pad_width", "data_seed", "batch_size", "lr", "warmup", "eval_every", "valid_size")  # source and retraining
 CALIBRATION_FIELDS = tuple(f.name for f in fields(Calibration))
-TEST_FIELDS = ("lengths", "test_seed")
+TEST_FIELDS = ("lengths", "test_seed", "test_frame")
 OVERRIDABLE = RUN_FIELDS + CALIBRATION_FIELDS + TEST_FIELDS
 
 
@@ -188,6 +192,7 @@ class Experiment:
     lengths: tuple
     test_seed: int
     overrides: tuple = ()  # ((field, value), …) given on top of the recipe, sorted
+    test_frame: str = "fixed"  # fixed: every length in the training frame; follows: in a frame that grows with the length
 
     @property
     def name(self) -> str:
@@ -206,7 +211,8 @@ class Experiment:
         """ABC's source as a cell of its own (Vanilla, the same seed and shared overrides)."""
         shared = tuple((key, value) for key, value in self.overrides if key in SHARED_FIELDS)
         return Experiment(self.recipe, Cell(self.cell.task, "vanilla", self.cell.seed), run=self.source, source=None,
-                          calibration=None, lengths=self.lengths, test_seed=self.test_seed, overrides=shared)
+                          calibration=None, lengths=self.lengths, test_seed=self.test_seed, overrides=shared,
+                          test_frame=self.test_frame)
 
     def to_dict(self) -> dict:
         """As JSON holds it (tuples as lists): what ``experiment.json`` and ``--dry-run`` show."""
@@ -216,7 +222,8 @@ class Experiment:
         return {"recipe": self.recipe, "identity": self.identity, "cell": asdict(self.cell), "run": self.run.to_dict(),
                 "source": self.source.to_dict() if self.source else None,
                 "calibration": asdict(self.calibration) if self.calibration else None,
-                "lengths": list(self.lengths), "test_seed": self.test_seed, "overrides": dict(self.overrides)}
+                "lengths": list(self.lengths), "test_seed": self.test_seed, "test_frame": self.test_frame,
+                "overrides": dict(self.overrides)}
 
 
 def _slug(value) -> str:
@@ -233,7 +240,7 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int) -> RunConfig:
     if task in ("parity", "parity_class") and not scaffolded:
         steps = recipe.steps_parity_plain
     return RunConfig(
-        task=task, scheme=scheme, period=period, window=window, bias_file=ABC_BIAS if abc else None, preset=recipe.preset,
+        task=task, scheme=scheme, period=period, cpi_from=recipe.cpi_from if period else "start", window=window, bias_file=ABC_BIAS if abc else None, preset=recipe.preset,
         enc_layers=recipe.enc_layers_in_attention if scheme in IN_ATTENTION else recipe.enc_layers,
         pe_scale=recipe.scaffold_pe_scale if scaffolded and scheme == "vanilla" and period == 0 else 1.0,
         pad_width=recipe.pad_width, seed=seed, steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,
@@ -256,7 +263,8 @@ def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experi
     if abc and "bias_file" in overrides:
         raise ConfigError("--method abc calibrates its own bias; drop --bias (or use --method vanilla --bias FILE)")
     base = _run_config(recipe, cell.task, cell.method, cell.seed)
-    base_values = {**base.to_dict(), **asdict(recipe.calibration_for(cell.task)), "lengths": recipe.lengths, "test_seed": recipe.test_seed}
+    base_values = {**base.to_dict(), **asdict(recipe.calibration_for(cell.task)), "lengths": recipe.lengths, "test_seed": recipe.test_seed,
+                   "test_frame": recipe.test_frame}
     overrides = {key: value for key, value in overrides.items() if base_values.get(key, ...) != value}  # the recipe's own value is no override
     run_fields = {key: value for key, value in overrides.items() if key in RUN_FIELDS}
     try:
@@ -270,10 +278,14 @@ def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experi
     lengths = tuple(overrides.get("lengths", recipe.lengths))
     if not lengths or any(not isinstance(n, int) or n < 1 for n in lengths):
         raise ConfigError(f"lengths must be whole numbers of at least 1, got {list(lengths)}")
-    if run.pad_width is not None and max(lengths) > run.pad_width:
-        raise ConfigError(f"length {max(lengths)} does not fit the pad width {run.pad_width}; pass a wider --pad-width or shorter --lengths")
+    test_frame = overrides.get("test_frame", recipe.test_frame)
+    if test_frame not in ("fixed", "follows"):
+        raise ConfigError(f"--test-frame is fixed or follows, not {test_frame!r}")
+    if test_frame == "fixed" and run.pad_width is not None and max(lengths) > run.pad_width:
+        raise ConfigError(f"length {max(lengths)} does not fit the pad width {run.pad_width}; pass a wider --pad-width, "
+                          "shorter --lengths or --test-frame follows")
     return Experiment(recipe.name, cell, run, source, calibration, lengths, overrides.get("test_seed", recipe.test_seed),
-                      tuple(sorted(overrides.items())))
+                      tuple(sorted(overrides.items())), test_frame)
 
 
 def cell_dir(root: str, experiment: Experiment) -> str:

@@ -49,14 +49,25 @@ def check_memory(cfg: RunConfig, device, samples: int = 0, what: str = "training
                         f"this machine has {have / GIB:,.1f} GiB (lower --batch-size, --pad-width or --samples)")
 
 
-def check_evaluation(cfg: RunConfig, lengths, batch_size: int, device) -> None:
-    """Refuse an evaluation whose batches cannot fit in memory (at the widest test frame)."""
-    widest = max([cfg.train_pad_width, *lengths]) if cfg.pad_width is None else cfg.pad_width
-    needs = step_bytes(replace(cfg, pad_width=widest), batch_size, grad=False)
+EVAL_BUDGET = 2 * GIB  # what one evaluation batch may hold: long tests run in smaller batches
+
+
+def batch_for(cfg: RunConfig, pad_width: int, batch_size: int) -> int:
+    """The evaluation batch at ``pad_width``: ``batch_size``, halved until a batch needs at most
+    ``EVAL_BUDGET`` (at least 1): a 500-digit test runs in batches of tens, not thousands."""
+    wide = replace(cfg, pad_width=pad_width)
+    while batch_size > 1 and step_bytes(wide, batch_size, grad=False) > EVAL_BUDGET:
+        batch_size //= 2
+    return batch_size
+
+
+def check_evaluation(cfg: RunConfig, widest: int, device) -> None:
+    """Refuse an evaluation whose smallest batch cannot fit in memory at the widest test frame."""
+    needs = step_bytes(replace(cfg, pad_width=widest), 1, grad=False)
     have = available_bytes(device)
     if needs > have:
-        raise UserError(f"evaluating in batches of {batch_size} at pad width {widest} needs about {needs / GIB:,.1f} GiB of memory; "
-                        f"this machine has {have / GIB:,.1f} GiB (lower --batch-size)")
+        raise UserError(f"evaluating at pad width {widest} needs about {needs / GIB:,.1f} GiB of memory for one example; "
+                        f"this machine has {have / GIB:,.1f} GiB (test shorter --lengths)")
 
 
 def check_writable(directory: str, option: str = "--out") -> None:

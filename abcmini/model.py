@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from abcmini.biases import per_layer
 from abcmini.positions import IN_ATTENTION, RelativePosition, alibi_bias, alibi_slopes, check_scheme, cyclic_positions, rotate, sinusoidal
 from abcmini.tasks import SOS, VOCAB
 
@@ -31,11 +32,14 @@ class ModelConfig:
     dropout: float = 0.3
     scheme: str = "vanilla"  # positional scheme, see positions.SCHEMES
     period: int = 0  # Cyclic Position Indexing period T (0: off)
+    cpi_from: str = "start"  # CPI on the input counted from its first token (the paper) or from its "end", the least significant digit
     max_distance: int = 16  # clipping distance of the relative PE
     pe_scale: float = 1.0  # amplitude of the sinusoidal encoding (vanilla) next to N(0, 1) token embeddings
 
     def __post_init__(self):
         check_scheme(self.scheme)
+        if self.cpi_from not in ("start", "end"):
+            raise ValueError(f"cpi_from is start or end, not {self.cpi_from!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -172,8 +176,9 @@ class DecoderLayer(nn.Module):
 
 
 class Transformer(nn.Module):
-    """``scaffold(n_q, n_src, device) → (self_bias, cross_bias)`` (optional) is added in every
-    decoder layer; its biases are kept per size, since training batches share one shape."""
+    """``scaffold(n_q, n_src, device) → (self_bias, cross_bias)`` (optional, or a list of such
+    pairs, one per decoder layer) is added in the decoder layers; its biases are kept per size,
+    since training batches share one shape."""
 
     def __init__(self, cfg: ModelConfig, scaffold=None):
         super().__init__()
@@ -186,15 +191,16 @@ class Transformer(nn.Module):
         self.dec_norm = nn.LayerNorm(cfg.d_model)
         self.to_logits = nn.Linear(cfg.d_model, len(VOCAB))
 
-    def biases(self, n_q: int, n_src: int, device) -> tuple:
-        """The scaffold's ``(self_bias, cross_bias)`` for an ``n_q``-token output and ``n_src``-token input."""
+    def biases(self, n_q: int, n_src: int, device) -> list[tuple]:
+        """The scaffold's ``(self_bias, cross_bias)`` per decoder layer for an ``n_q``-token output
+        and ``n_src``-token input (one scaffold pair serves every layer unless it is per layer)."""
         if self.scaffold is None:
-            return None, None
+            return [(None, None)] * len(self.decoder)
         key = (n_q, n_src, str(device))
         if key not in self._biases:
             if len(self._biases) >= 8:
                 self._biases.clear()
-            self._biases[key] = self.scaffold(n_q, n_src, device)
+            self._biases[key] = per_layer(self.scaffold(n_q, n_src, device), len(self.decoder))
         return self._biases[key]
 
     def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -206,8 +212,14 @@ class Transformer(nn.Module):
     def positions(self, n: int, offset: int = 0, device=None) -> torch.Tensor:
         return cyclic_positions(n, self.cfg.period, offset, device)
 
+    def input_positions(self, n: int, device=None) -> torch.Tensor:
+        """The input's positions; with CPI from the ``end``, counted from its last token (the least
+        significant digit), so each digit keeps its phase in a frame of any width."""
+        pos = self.positions(n, device=device)
+        return pos.flip(0) if self.cfg.period and self.cfg.cpi_from == "end" else pos
+
     def encode(self, src: torch.Tensor) -> torch.Tensor:
-        pos = self.positions(src.shape[1], device=src.device)
+        pos = self.input_positions(src.shape[1], device=src.device)
         x = self.embed_tokens(src, pos)
         for layer in self.encoder:
             x = layer(x, pos)
@@ -217,12 +229,11 @@ class Transformer(nn.Module):
         """Teacher-forced decoder pass with the scaffold's biases and the causal mask.
         Returns logits ``[b T vocab]`` and per-layer attention."""
         n, device = tgt_in.shape[1], tgt_in.device
-        self_bias, cross_bias = self.biases(n, memory.shape[1], device)
-        pos, mem_pos = self.positions(n, device=device), self.positions(memory.shape[1], device=device)
-        self_bias = _add(self_bias, causal_bias(n, n, device=device))
+        pos, mem_pos = self.positions(n, device=device), self.input_positions(memory.shape[1], device=device)
+        causal = causal_bias(n, n, device=device)
         x, attention = self.embed_tokens(tgt_in, pos), []
-        for layer in self.decoder:
-            x, probs = layer(x, memory, pos, pos, mem_pos, self_bias, cross_bias, need_weights=need_weights)
+        for layer, (self_bias, cross_bias) in zip(self.decoder, self.biases(n, memory.shape[1], device)):
+            x, probs = layer(x, memory, pos, pos, mem_pos, _add(self_bias, causal), cross_bias, need_weights=need_weights)
             attention.append(probs)
         return self.to_logits(self.dec_norm(x)), attention
 
@@ -240,14 +251,14 @@ class Transformer(nn.Module):
                 logits, _ = self.decode(tokens[:, : t + 1], memory)
                 tokens[:, t + 1] = logits[:, -1].argmax(-1)
             return tokens[:, 1:]
-        self_bias, cross_bias = self.biases(steps, memory.shape[1], src.device)
+        biases = self.biases(steps, memory.shape[1], src.device)
         caches = [(KVCache(), KVCache(static=True)) for _ in self.decoder]
-        mem_pos = self.positions(memory.shape[1], device=src.device)
+        mem_pos = self.input_positions(memory.shape[1], device=src.device)
         k_pos_all = self.positions(steps, device=src.device)
         for t in range(steps):
             q_pos, k_pos = k_pos_all[t : t + 1], k_pos_all[: t + 1]
             x = self.embed_tokens(tokens[:, t : t + 1], q_pos)
-            for layer, cache in zip(self.decoder, caches):
+            for layer, cache, (self_bias, cross_bias) in zip(self.decoder, caches, biases):
                 x, _ = layer(x, memory, q_pos, k_pos, mem_pos, _rows(self_bias, t, t + 1, t + 1), _rows(cross_bias, t, t + 1), cache, steps)
             tokens[:, t + 1] = self.to_logits(self.dec_norm(x))[:, -1].argmax(-1)
         return tokens[:, 1:]

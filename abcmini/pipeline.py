@@ -13,13 +13,13 @@ from dataclasses import asdict, dataclass
 import torch
 
 from abcmini import __version__, commit
-from abcmini.biases import Calibrated
+from abcmini.biases import scaffold_from_state
 from abcmini.calibrate import calibrate_run
 from abcmini.errors import UserError
 from abcmini.evaluate import extrapolation_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig, learning_rate
 from abcmini.figures import attention_figures, bias_figures, calibration_figures, close
-from abcmini.limits import check_evaluation, check_writable
+from abcmini.limits import batch_for, check_evaluation, check_writable
 from abcmini.recipes import Calibration
 from abcmini.store import CHECKPOINT, load_checkpoint, read_eval, read_eval_of, read_experiment, write_eval, write_experiment
 from abcmini.tasks import detokenize, extrapolation_set_size
@@ -140,7 +140,7 @@ def calibrate_stage(source_dir: str, out: str, settings: Calibration, experiment
         result = calibrate_run(source_dir, out, settings)
         seconds = round(time.perf_counter() - began, 2)
         pngs = calibration_figures(os.path.dirname(os.path.abspath(out)), result["config"].task, result["attention"]["self"],
-                                   result["attention"]["cross"], Calibrated.from_state(result["bias"]), result["example"],
+                                   result["attention"]["cross"], scaffold_from_state(result["bias"]), result["example"],
                                    result["calibration"]["layers"])
         hooks.calibrated(result, seconds)
         tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
@@ -166,15 +166,23 @@ def evaluate(run_dir: str, experiment: dict | None, cfg: RunConfig, model, histo
     """Accuracy at ``lengths`` merged into ``RUN_DIR/eval.json`` and logged as the extrapolation
     curve (``redo=False``: lengths the record already holds for this training state and test
     seed are not evaluated again). ``started``: when the job began, to record its wall time."""
-    done = {} if redo else read_eval_of(run_dir, history[-1]["step"] if history else None, test_seed).get("accuracy", {})
-    accuracy = {}
+    follows = (experiment or {}).get("test_frame") == "follows"
+    state = (run_dir, history[-1]["step"] if history else None, test_seed, "follows" if follows else "fixed")
+    done = {} if redo else read_eval_of(*state).get("accuracy", {})
+    accuracy, seconds = {}, {}
     for length in lengths:
         if str(length) in done:
             continue
         began = time.perf_counter()
-        with hooks.evaluating(length, batches=-(-extrapolation_set_size(length) // batch_size)) as advance:
-            accuracy[length] = extrapolation_accuracy(model, cfg.task, length, cfg.pad_width, test_seed, cfg.aligned, batch_size, advance)
-        hooks.evaluated(length, accuracy[length], time.perf_counter() - began)
+        batch = batch_for(cfg, pad_width_for(length, cfg.pad_width, follows), batch_size)
+        with hooks.evaluating(length, batches=-(-extrapolation_set_size(length) // batch)) as advance:
+            accuracy[length] = extrapolation_accuracy(model, cfg.task, length, cfg.pad_width, test_seed, cfg.aligned, batch, advance,
+                                                      follows)
+        seconds[str(length)] = round(time.perf_counter() - began, 2)
+        hooks.evaluated(length, accuracy[length], seconds[str(length)])
+    extra["test_frame"] = "follows" if follows else "fixed"
+    if seconds:
+        extra["test_seconds"] = {**read_eval_of(*state).get("test_seconds", {}), **seconds}
     if started is not None:
         extra["job_seconds"] = round(time.perf_counter() - started, 2)
     merged = write_eval(run_dir, record(experiment, cfg, history, test_seed, accuracy, **extra))
@@ -211,7 +219,7 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
                         experiment.test_seed, hooks, tracker, redo=False, started=start, **extra)
 
     def evaluated(trainer):  # a finished cell whose record holds every length: nothing to do
-        done = read_eval_of(run_dir, trainer.step_count, experiment.test_seed).get("accuracy", {})
+        done = read_eval_of(run_dir, trainer.step_count, experiment.test_seed, experiment.test_frame).get("accuracy", {})
         return all(str(n) in done for n in experiment.lengths)
 
     _, result = train_stage(experiment, run_dir, "run", device, hooks, tracking, uses, after=evaluation, done=evaluated)
@@ -219,18 +227,22 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
 
 
 def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Hooks, tracking: Tracking,
-                 batch_size: int = 1000) -> dict:
-    """``abcmini eval``: a trained run at ``lengths`` (default its experiment's), as a tracked
-    wandb run of its cell; merges into its ``eval.json``."""
+                 batch_size: int = 1000, test_frame: str | None = None) -> dict:
+    """``abcmini eval``: a trained run at ``lengths`` (default its experiment's) in its test frame
+    (or ``test_frame``), as a tracked wandb run of its cell; merges into its ``eval.json``."""
     experiment = read_experiment(run_dir) if os.path.isdir(run_dir) else None
+    if test_frame not in (None, "fixed", "follows"):
+        raise UserError(f"--test-frame is fixed or follows, not {test_frame!r}")
+    if test_frame is not None:
+        experiment = {**(experiment or {}), "test_frame": test_frame}
     state = load_checkpoint(run_dir)
     cfg, model = load_model(state, device)
     lengths = tuple(lengths or (experiment or {}).get("lengths", ()))
     if not lengths:
         raise UserError(f"{run_dir!r} has no experiment record to take test lengths from; pass --lengths")
-    for length in lengths:  # every length fits, the batches fit in memory and the record can be written, before any work
-        pad_width_for(length, cfg.pad_width)
-    check_evaluation(cfg, lengths, batch_size, device)
+    follows = (experiment or {}).get("test_frame") == "follows"
+    frames = [pad_width_for(length, cfg.pad_width, follows) for length in lengths]  # every length fits, the batches
+    check_evaluation(cfg, max(frames), device)  # fit in memory and the record can be written, before any work
     check_writable(run_dir, "RUN_DIR")
     test_seed = test_seed if test_seed is not None else (experiment or {}).get("test_seed", 0)
     with tracker_for(experiment, cfg, run_dir, "eval", tracking, lengths=list(lengths), test_seed=test_seed) as tracker:

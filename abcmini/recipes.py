@@ -35,6 +35,8 @@ class Calibration:
     drop_padding: bool = why(True, "no line that reads the zeros in front of a number")
     empty: str = why("silent", "a head with no line reads only the start marker, not the whole input")
     skip_start: bool = why(True, "self-attention diagonals are averaged without their cell on SOS")
+    per_layer: bool = why(False, "one bias for every layer, united from `layers` (the paper); true: each layer its own")
+    anchors: str = why("corner", "cross lines counted from the matrix corner (the paper); segments: from each input part's last digit")
     samples: int = why(1000, "training inputs decoded to average the attention over")
     seed: int = why(0, "seed of that subset of training inputs")
     min_accuracy: float = why(0.99, "refuse a source below this validation exact match: it has not interpolated")
@@ -42,6 +44,8 @@ class Calibration:
     def __post_init__(self):
         if self.empty not in ("silent", "transparent"):
             raise ConfigError(f"empty heads are silent or transparent, not {self.empty!r}")
+        if self.anchors not in ("corner", "segments"):
+            raise ConfigError(f"lines are anchored at the corner or at segments, not {self.anchors!r}")
         for name in ("kappa_self", "kappa_cross", "min_support", "min_accuracy"):
             if not math.isfinite(getattr(self, name)):
                 raise ConfigError(f"{name} must be a finite number, got {getattr(self, name)}")
@@ -61,6 +65,7 @@ class Recipe:
     pad_width: int = why(64, "the paper's fixed frame, wide enough for the 60-digit column")
     lengths: tuple = why((6, 10, 15, 20, 60), "the paper's test lengths")
     test_seed: int = why(0, "every method is tested on the same numbers")
+    test_frame: str = why("fixed", "test every length in the training frame (the paper); follows: in a frame grown with the length")
     preset: str = why("cpu", "2 decoder layers, 4 heads, d 64: converges in minutes on a CPU")
     enc_layers: int = why(0, "the authors' identity encoder: cross-attention reads the embedded input")
     enc_layers_in_attention: int = why(1, "RoPE, ALiBi, relative act inside self-attention, so their input needs an encoder")
@@ -77,21 +82,27 @@ class Recipe:
     steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
     steps_parity_plain: int = why(300, "Parity without a window fails and its long sequences are costly; capped short")
     scaffold_pe_scale: float = why(1 / 16, "+w=W: the uncycled sinusoidal encoding at 1/16 amplitude beside the window")
+    cpi_from: str = why("start", "CPI (+T=3) counts input positions from the first token (the paper)")
     abc_scheme: str = why("nope", "ABC retrains without positional encoding: the bias is its only position signal")
     calibration: Calibration = why(Calibration(), "ABC's calibration settings")
     calibration_layers: tuple = why((("successor", (0,)), ("addition", (0, 1)), ("nx1", (-1,))),
                                     "per task, the decoder layers that hold its algorithm (other tasks: calibration.layers)")
     changes: tuple = why((), "the reasons for the values that differ from the recipe this one is based on")
 
+    def __post_init__(self):
+        if self.test_frame not in ("fixed", "follows"):
+            raise ConfigError(f"test_frame is fixed or follows, not {self.test_frame!r}")
+
     def calibration_for(self, task: str) -> Calibration:
         return replace(self.calibration, layers=dict(self.calibration_layers).get(task, self.calibration.layers))
 
     def derive(self, **changes) -> "Recipe":
         """A recipe based on this one: each change is ``field=(value, reason)``; calibration
-        fields are spelled ``calibration_FIELD``."""
+        fields are spelled ``calibration_FIELD`` (``calibration_layers`` is the recipe's own field)."""
         values, calibration, reasons = {}, {}, dict(self.changes)
+        own = {f.name for f in fields(self)}
         for name, (value, reason) in changes.items():
-            if name.startswith("calibration_"):
+            if name.startswith("calibration_") and name not in own:
                 calibration[name.removeprefix("calibration_")] = value
                 reasons[f"calibration.{name.removeprefix('calibration_')}"] = reason
             else:
@@ -121,7 +132,22 @@ QUICK = PAPER.derive(
     calibration_samples=(500, "half the calibration inputs"),
     calibration_kappa_cross=(3.0, "a pad-24 frame has too few lines for any to stand 4.5 sigma out"),
 )
-RECIPES = {recipe.name: recipe for recipe in (PAPER, QUICK)}
+AUTO = PAPER.derive(
+    name=("auto", "the paper's protocol, with one calibration procedure for every task and seed"),
+    calibration_layers=((), "no per-task choice of layers"),
+    calibration_per_layer=(True, "each decoder layer calibrated from its own attention (paper, end of section 4)"),
+    calibration_anchors=("segments", "a line reads the same operand digit at every frame width"),
+)
+LONG = AUTO.derive(
+    name=("long", "beyond the training frame: train in a pad-12 frame, test up to 500 digits in frames that follow the length"),
+    pad_width=(12, "a small frame: cheap steps; the scaffolds do not depend on its width"),
+    lengths=((6, 10, 20, 60, 100, 200, 500), "from inside the training frame to 70 times the longest training number"),
+    test_frame=("follows", "each length in a frame of the length plus the training numbers' leading zeros"),
+    cpi_from=("end", "CPI counted from the least significant digit keeps each digit's phase in any frame"),
+    valid_size=(500, "half the validation set: minutes, not hours"),
+    calibration_kappa_cross=(2.5, "a pad-12 frame has few lines; none stands 4.5 sigma out"),
+)
+RECIPES = {recipe.name: recipe for recipe in (PAPER, QUICK, AUTO, LONG)}
 
 
 def _tuples(value):

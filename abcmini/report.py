@@ -13,6 +13,8 @@ from collections import Counter
 
 from abcmini.figures import accuracy_curves, close, save
 from abcmini.paper import paper_accuracy
+from abcmini.published import ANCHORS
+from abcmini.tasks import POOL_DIGITS
 from abcmini.store import EVAL_FILE, StoreError, atomic_write, load_json
 
 TASK_ORDER = ("successor", "addition", "nx1", "parity", "parity_class")
@@ -36,13 +38,15 @@ def collect(runs_dir: str) -> list[dict]:
 
 
 def protocol(record: dict) -> tuple:
-    """What must be equal for two runs to share a cell: recipe, preset, pad width."""
-    return record.get("recipe"), record.get("preset"), record.get("pad_width")
+    """What must be equal for two runs to share a cell: recipe, preset, pad width, test frame."""
+    return record.get("recipe"), record.get("preset"), record.get("pad_width"), record.get("test_frame", "fixed")
 
 
 def describe_protocol(key: tuple) -> str:
-    recipe, preset, pad_width = key
-    return f"recipe {recipe}, preset {preset}, {'pad width ' + str(pad_width) if pad_width else 'growing geometry'}"
+    recipe, preset, pad_width, test_frame = key
+    frame = "growing geometry" if not pad_width else f"pad width {pad_width}" + (
+        " in training, each test in a frame of its length plus the training numbers' leading zeros" if test_frame == "follows" else "")
+    return f"recipe {recipe}, preset {preset}, {frame}"
 
 
 def pool(records: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]:
@@ -110,6 +114,44 @@ def markdown(cells: dict, lengths=None, rows=None) -> str:
     return "\n".join(lines) + "\n\nExact match (%), 10,000 test numbers per length (fewer where fewer exist); the paper's number in parentheses.\n"
 
 
+LONG_LENGTH = 100  # a root tested this far gets the comparison with published results
+
+
+PUBLISHED_COLUMNS = ("method", "task", "trained on (digits)", "tested at (digits)", "ratio", "exact match", "source")
+PUBLISHED_NOTE = ("Each published number is its authors' own, on variable-length inputs under its own protocol; "
+                  "ours: median [range] over seeds, 10,000 test numbers per length.")
+
+
+def published_rows(cells: dict, records: list[dict]) -> list[tuple]:
+    """Our lengths of 100 digits and more next to the published anchors (``abcmini.published``),
+    each with its own protocol: training length, test length and their ratio."""
+    rows = [(a.method, a.task, f"1–{a.trained_digits}", str(a.tested_digits), f"{a.ratio:.1f}×", a.accuracy, a.source) for a in ANCHORS]
+    recipe = records[0].get("recipe") if records else None
+    for key in sorted(cells, key=_order):
+        task, method = key
+        for n in sorted(n for n in cells[key] if n >= LONG_LENGTH):
+            rows.append((f"abcmini {method}", task, f"1–{POOL_DIGITS}", str(n), f"{n / POOL_DIGITS:.0f}×", f"{cell(cells[key][n])}%",
+                         f"recipe {recipe}, {len(cells[key][n])} seed(s), this repository"))
+    return rows
+
+
+def beside_published(cells: dict, records: list[dict]) -> str:
+    lines = ["| " + " | ".join(PUBLISHED_COLUMNS) + " |", "|---" * len(PUBLISHED_COLUMNS) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in published_rows(cells, records)]
+    return "\n".join(lines) + f"\n\n{PUBLISHED_NOTE}\n"
+
+
+def test_costs(results: list[dict]) -> str:
+    """Wall time of each test length (10,000 numbers, one process), per run."""
+    timed = [r for r in results if r.get("test_seconds")]
+    lengths = sorted({int(n) for r in timed for n in r["test_seconds"]})
+    lines = ["| task | method | seed | " + " | ".join(str(n) for n in lengths) + " |", "|---|---|---|" + "---|" * len(lengths)]
+    for r in sorted(timed, key=lambda r: (*_order((r["task"], r["method"])), r["seed"])):
+        lines.append(f"| {r['task']} | {r['method']} | {r['seed']} | " + " | ".join(
+            f"{r['test_seconds'][str(n)]:.0f} s" if str(n) in r["test_seconds"] else "–" for n in lengths) + " |")
+    return "\n".join(lines) + "\n\nSeconds to test 10,000 numbers at each length (batches shrink with the frame to stay under 2 GiB).\n"
+
+
 def costs(results: list[dict]) -> str:
     """What each run cost: optimizer steps, training wall time (over every invocation), the wall
     time of the invocation that finished it (its remaining training, ABC's calibration, the
@@ -164,7 +206,7 @@ def page(records: list[dict], figure_names: list[str] = (), invocations: list[di
     kept, left_out = pool(records)
     cells = summarize(kept)
     lengths = sorted({n for per_length in cells.values() for n in per_length})
-    main = protocol(kept[0]) if kept else (None, None, None)
+    main = protocol(kept[0]) if kept else (None, None, None, None)
     seeds = sorted({r["seed"] for r in kept})
     parts = [f"{MARKER}\n",
              f"Protocol: {describe_protocol(main)}; test seed {sorted({r.get('test_seed') for r in kept})[0] if kept else '–'}; "
@@ -172,6 +214,10 @@ def page(records: list[dict], figure_names: list[str] = (), invocations: list[di
              f"## Main table (the paper's results-table)\n\n{headline(kept)}",
              f"## ABS table (the paper's tab.abs)\n\n{markdown(cells, lengths, ABS_ROWS)}",
              f"## Training cost\n\n{costs(kept)}"]
+    if any(n >= LONG_LENGTH for n in lengths):
+        parts[2:4] = [f"## Every length\n\n{markdown(cells, lengths)}",
+                      f"## Beside published length generalization\n\n{beside_published(cells, kept)}"]
+        parts.append(f"## Test cost\n\n{test_costs(kept)}")
     if left_out:
         parts.append("## Runs left out\n\n" + "\n".join(f"- `{run}`: {why}" for run, why in left_out) + "\n")
     if figure_names:

@@ -177,17 +177,18 @@ def read_eval(run_dir: str) -> dict | None:
     return load_json(path, "result record") if os.path.exists(path) else None
 
 
-def read_eval_of(run_dir: str, train_steps, test_seed) -> dict:
-    """``RUN_DIR/eval.json`` if it records this training state and test seed, else ``{}``:
-    accuracies of another state or another test set must not mix with new ones."""
+def read_eval_of(run_dir: str, train_steps, test_seed, test_frame: str = "fixed") -> dict:
+    """``RUN_DIR/eval.json`` if it records this training state, test seed and test frame, else
+    ``{}``: accuracies of another state or another test set must not mix with new ones."""
     old = read_eval(run_dir) or {}
-    return old if old.get("train_steps") == train_steps and old.get("test_seed") == test_seed else {}
+    same = (old.get("train_steps"), old.get("test_seed"), old.get("test_frame", "fixed")) == (train_steps, test_seed, test_frame)
+    return old if same else {}
 
 
 def write_eval(run_dir: str, record: dict) -> dict:
     """Merge ``record`` into ``RUN_DIR/eval.json``: new fields and lengths are added or replace
     theirs, nothing else is dropped (a record of another training state or test seed is replaced whole)."""
-    old = read_eval_of(run_dir, record.get("train_steps"), record.get("test_seed"))
+    old = read_eval_of(run_dir, record.get("train_steps"), record.get("test_seed"), record.get("test_frame", "fixed"))
     merged = {**old, **record, "accuracy": {**old.get("accuracy", {}), **record.get("accuracy", {})}}
     merged["accuracy"] = dict(sorted(merged["accuracy"].items(), key=lambda item: int(item[0])))
     save_json(os.path.join(run_dir, EVAL_FILE), merged)

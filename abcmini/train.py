@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from abcmini import __version__
-from abcmini.biases import Calibrated, Window
+from abcmini.biases import Window, scaffold_from_state
 from abcmini.errors import UserError
 from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig, learning_rate
@@ -26,16 +26,19 @@ class DivergedError(UserError):
 def scaffold(cfg: RunConfig, abc_bias: dict | None):
     """The scaffold a run trains and decodes with: its ABC bias, its ABS window, or None."""
     if abc_bias:
-        return Calibrated.from_state(abc_bias)
+        return scaffold_from_state(abc_bias)
     return Window(cfg.window, cfg.aligned) if cfg.window is not None else None
 
 
 def same_bias(a: dict | None, b: dict | None) -> bool:
-    """Whether two stored ABC biases (``Calibrated.state()``) are the same line tables."""
-    if a is None or b is None:
-        return a is b
-    return all(a[kind][key] == b[kind][key] if key != "values" else torch.equal(a[kind][key], b[kind][key])
-               for kind in ("self", "cross") for key in a[kind])
+    """Whether two stored ABC biases (a scaffold's ``state()``) are the same line tables."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_bias(a[key], b[key]) for key in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_bias(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return torch.equal(a, b)
+    return a == b
 
 
 def load_model(state: dict, device="cpu") -> tuple[RunConfig, Transformer]:
@@ -115,7 +118,7 @@ class Trainer:
         if self.abc_bias is not None and not same_bias(state.get("abc_bias"), self.abc_bias):
             raise UserError(f"{self.run_dir!r} was trained with another bias than {self.cfg.bias_file!r} holds now; "
                             "the bias file changed since the run started")
-        theirs = {k: v for k, v in state["config"].items() if k not in BUDGET}
+        theirs = {k: v for k, v in RunConfig(**state["config"]).to_dict().items() if k not in BUDGET}  # a later field: its default
         ours = {k: v for k, v in self.cfg.to_dict().items() if k not in BUDGET}
         if theirs != ours:
             changed = ", ".join(f"{k}: {theirs.get(k)!r} there, {ours[k]!r} here" for k in ours if theirs.get(k) != ours[k])

@@ -179,7 +179,7 @@ def test_union_of_layers_opens_the_lines_of_either():
     assert united.deltas == (1, -1)
     assert torch.equal(united(3, 5), torch.maximum(first(3, 5), second(3, 5)))
     assert torch.equal(united(2, 3), calibrate(A, kappa=0.0, deltas=(1, -1), min_support=0.0)(2, 3))  # = test_directions_merge_by_max
-    with pytest.raises(ValueError, match="cross-attention bias with a self-attention"):
+    with pytest.raises(ValueError, match="different attentions or anchors"):
         first.union(calibrate(A, kappa=0.5, deltas=(1,), min_support=0.0, right=False))
 
 

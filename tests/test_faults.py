@@ -92,7 +92,9 @@ CASES = [
     (["train", "--preset", "cpu", "--pad-width", "7", "--lengths", "3", "--overwrite", "--bias", "{w}/run/abc_bias.pt", "--out", "{w}/run"],
      "--overwrite would delete"),
     (["eval", "{w}/run", "--lengths", "9"], "does not fit the run's fixed pad width 7"),
-    (["eval", "{w}/run", "--batch-size", "100000000"], "GiB of memory"),
+    (["eval", "{w}/run", "--lengths", "10000000", "--test-frame", "follows"], "GiB of memory for one example"),
+    (["eval", "{w}/run", "--test-frame", "wide"], "--test-frame is fixed or follows, not 'wide'"),
+    (["train", "--test-frame", "wide", "--dry-run"], "--test-frame is fixed or follows, not 'wide'"),
     (["eval", "{w}/thesis"], "no checkpoint in"),
 ]
 

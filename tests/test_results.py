@@ -1,6 +1,8 @@
 """The results page and the README's headline table are generated from the result records in
 results/, never edited by hand."""
 
+from abcmini.dashboard import build
+from abcmini.published import ANCHORS
 from abcmini.report import collect, with_headline, write_report
 
 
@@ -16,3 +18,20 @@ def test_the_readme_headline_is_the_records_main_table():
         readme = f.read()
     assert with_headline(readme, collect("results/paper")) == readme, "README's headline table differs from results/paper"
     assert "| addition | nope+abc | 3 |" in readme  # the block is not empty
+
+
+def test_the_committed_beyond_the_frame_page_is_what_its_command_generates(tmp_path):
+    text, _ = write_report("results/long", str(tmp_path / "long.md"))
+    with open("docs/long.md") as f:
+        assert f.read() == text, "docs/long.md differs from its records: run abcmini report results/long --out docs/long.md"
+    for anchor in ANCHORS:  # every published anchor sits beside our long lengths, with its own protocol
+        assert f"| {anchor.method} | {anchor.task} | 1–{anchor.trained_digits} | {anchor.tested_digits} |" in text
+    assert "| abcmini nope+abc | addition | 1–7 | 100 |" in text
+    assert "frame of its length plus the training numbers' leading zeros" in text
+
+
+def test_the_dashboard_of_the_long_records_sets_the_published_anchors_beside_ours():
+    page = build("results/long")
+    table = page[page.index("<table id='published'>"):]
+    table = table[: table.index("</table>")]
+    assert all(anchor.source in table for anchor in ANCHORS) and "abcmini nope+abc" in table

@@ -1,0 +1,109 @@
+"""A model trained in a small frame, tested in wider ones: the scaffolds must land on the same
+tokens at every frame width (anchored ABC lines, the windows) and the test frame must follow the
+length when the recipe says so."""
+
+import torch
+from typer.testing import CliRunner
+
+from abcmini.biases import Calibrated, LineBias, PerLayer, scaffold_from_state
+from abcmini.calibrate import calibrate
+from abcmini.evaluate import pad_width_for
+from abcmini.store import load_checkpoint, read_eval
+from abcmini.tasks import PLUS, SOS, detokenize, format_task, input_segments, int_to_digits
+from cli import app
+
+X = float("-inf")
+
+
+def addition_input(pad_width: int) -> torch.Tensor:
+    """One Addition input whose digits say where they are: ``a`` = 1 2 … 9 1 2 …, ``b`` = its
+    reverse pattern, so each column's token is known."""
+    a = torch.tensor([[(i % 9) + 1 for i in range(pad_width)]])
+    b = torch.tensor([[9 - (i % 9) for i in range(pad_width)]])
+    return format_task("addition", a, b, pad_width).src[0]
+
+
+def a_reader(rows: int, pad_width: int) -> torch.Tensor:
+    """Averaged cross-attention ``[1 rows n]`` of a head where row ``t`` reads ``a``'s digit
+    ``t + 1`` (counted from the least significant end), and nothing else stands out."""
+    n = 2 * pad_width + 2
+    attention = torch.full((1, rows, n), 0.01)
+    for t in range(rows):
+        attention[0, t, pad_width - t] = 0.9  # a's digit t + 1 sits t columns left of a's last digit
+    return attention
+
+
+def test_input_segments_name_the_same_parts_at_every_width():
+    for pad_width in (7, 12, 40):
+        src = addition_input(pad_width)
+        (start, _), (a_first, a_last), (plus, _), (b_first, b_last) = input_segments("addition", len(src))
+        assert src[start] == SOS and src[plus] == PLUS
+        assert (a_last - a_first + 1, b_last - b_first + 1) == (pad_width, pad_width)
+        assert b_last == len(src) - 1
+
+
+def test_an_anchored_line_on_the_first_operand_reads_its_digits_at_every_frame_width():
+    rows, trained = 8, 12
+    attention = a_reader(rows, trained)
+    anchored = calibrate(attention, kappa=2.5, deltas=(-1, 0), anchors="addition")
+    corner = calibrate(attention, kappa=2.5, deltas=(-1, 0))
+    for pad_width in (12, 13, 30, 200):
+        src = addition_input(pad_width)
+        a_last = input_segments("addition", len(src))[1][1]
+        steps = pad_width + 2
+        open_cells = torch.isfinite(anchored(steps, len(src)))[0]
+        for t in range(pad_width):  # row t reads a's digit t + 1 (the column t left of a's last) and only it
+            assert open_cells[t].nonzero().flatten().tolist() == [a_last - t], (pad_width, t)
+            assert detokenize(src[a_last - t : a_last - t + 1]) == str(((pad_width - 1 - t) % 9) + 1)
+        corner_cells = torch.isfinite(corner(steps, len(src)))[0]
+        lands_on_a = all(corner_cells[t, a_last - t] for t in range(rows))
+        assert lands_on_a == (pad_width == trained), pad_width  # the corner-anchored line moves with the frame
+
+
+def test_a_per_layer_scaffold_gives_each_layer_its_own_bias_and_survives_its_state():
+    attention = a_reader(8, 12)
+    first = Calibrated(calibrate(attention[:, :, :8], 0.5, (1, 0), right=False), calibrate(attention, 2.5, (-1,), anchors="addition"))
+    second = Calibrated(calibrate(attention[:, :, :8], 0.5, (1, 0), right=False), calibrate(attention, 2.5, (0,), anchors="addition"))
+    scaffold = PerLayer((first, second))
+    biases = scaffold(14, 26)
+    assert len(biases) == 2 and not torch.equal(biases[0][1], biases[1][1])
+    restored = scaffold_from_state(scaffold.state())
+    assert all(torch.equal(x, y) for pair, again in zip(biases, restored(14, 26)) for x, y in zip(pair, again))
+    assert isinstance(scaffold_from_state(first.state()), Calibrated)
+    assert isinstance(LineBias.from_state(first.cross_attention.state()), LineBias)
+
+
+def test_the_test_frame_follows_the_length_only_when_asked():
+    assert pad_width_for(6, 12, follows=True) == 12  # inside the training frame: the training frame
+    assert pad_width_for(100, 12, follows=True) == 105  # as many leading zeros as every training number had
+    assert pad_width_for(100, 7, follows=True) == 100
+    assert pad_width_for(6, 64) == 64
+
+
+def test_a_model_trained_in_a_small_frame_is_tested_in_frames_as_wide_as_each_length(tmp_path):
+    """A real ABC run of recipe ``long`` (shortened: pad width 8), tested at 6, 20 and 45 digits
+    in frames of 8, 21 and 46; its bias, materialized in each frame, opens the same cells on the
+    start marker and next to the operand's last digit as in the training frame."""
+    recipe = tmp_path / "small.yaml"
+    recipe.write_text("base: long\npad_width: 8\nlengths: [6, 20, 45]\neval_every: 100\nvalid_size: 300\nsteps: 600\n"
+                      "calibration: {samples: 200}\n")
+    out = tmp_path / "abc"
+    result = CliRunner().invoke(app, ["train", "--recipe", str(recipe), "--task", "successor", "--method", "abc",
+                                      "--no-wandb", "--threads", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    record = read_eval(str(out))
+    assert record["test_frame"] == "follows" and sorted(record["accuracy"], key=int) == ["6", "20", "45"]
+    assert set(record["test_seconds"]) == {"6", "20", "45"}
+    scaffold = scaffold_from_state(load_checkpoint(str(out))["abc_bias"])
+    assert isinstance(scaffold, PerLayer)
+    reference = None
+    for pad_width in (8, 20, 45):
+        src = format_task("successor", int_to_digits(torch.tensor([1234567]), 7), None, pad_width).src[0]
+        a_last = input_segments("successor", len(src))[1][1]
+        assert a_last == len(src) - 1
+        # the first 8 output rows, on `$` and on the operand's last 7 digits
+        cells = [torch.isfinite(cross[:, :, [0, *range(a_last - 6, a_last + 1)]]) for _, cross in scaffold(8, len(src))]
+        if reference is None:
+            reference = cells
+            assert any(c[:, :, 1:].any() for c in cells)  # a layer reads the operand
+        assert all(torch.equal(c, r) for c, r in zip(cells, reference)), pad_width
