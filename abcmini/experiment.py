@@ -245,7 +245,7 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int) -> RunConfig:
         pe_scale=recipe.scaffold_pe_scale if scaffolded and scheme == "vanilla" and period == 0 else 1.0,
         pad_width=recipe.pad_width, seed=seed, steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,
         warmup=recipe.warmup, stop_at=recipe.stop_at if scaffolded else recipe.stop_at_plain,
-        train_on=recipe.train_on if window is not None else 1.0, eval_every=recipe.eval_every, valid_size=recipe.valid_size)
+        train_on=recipe.train_on if window is not None else recipe.abc_train_on if abc else 1.0, eval_every=recipe.eval_every, valid_size=recipe.valid_size)
 
 
 def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experiment:

@@ -35,7 +35,7 @@ class Calibration:
     drop_padding: bool = why(True, "no line that reads the zeros in front of a number")
     empty: str = why("silent", "a head with no line reads only the start marker, not the whole input")
     skip_start: bool = why(True, "self-attention diagonals are averaged without their cell on SOS")
-    per_layer: bool = why(False, "one bias for every layer, united from `layers` (the paper); true: each layer its own")
+    per_layer: bool = why(False, "one bias for all layers, united from `layers` (the paper); true: every layer its own")
     anchors: str = why("corner", "cross lines counted from the matrix corner (the paper); segments: from each input part's last digit")
     samples: int = why(1000, "training inputs decoded to average the attention over")
     seed: int = why(0, "seed of that subset of training inputs")
@@ -77,6 +77,7 @@ class Recipe:
     stop_at: float = why(0.999, "scaffolded runs (ABS, ABC retraining) stop at 99.9% validation")
     stop_at_plain: float = why(0.995, "unscaffolded runs stop at interpolation, enough for ABC's 99%")
     train_on: float = why(1.5, "ABS windows train on to 1.5x the step that reached stop_at: long carries need it")
+    abc_train_on: float = why(1.0, "ABC retraining stops at stop_at (trained on, the union bias lost extrapolation)")
     steps: int = why(4000, "step cap of runs expected to interpolate")
     steps_addition_plain: int = why(20000, "Vanilla Addition sits on a loss plateau for thousands of steps")
     steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
@@ -137,6 +138,7 @@ AUTO = PAPER.derive(
     calibration_layers=((), "no per-task choice of layers"),
     calibration_per_layer=(True, "each decoder layer calibrated from its own attention (paper, end of section 4)"),
     calibration_anchors=("segments", "a line reads the same operand digit at every frame width"),
+    abc_train_on=(3.0, "per-layer biases keep extrapolating when trained on: rarer carry errors on long numbers"),
 )
 LONG = AUTO.derive(
     name=("long", "beyond the training frame: train in a pad-12 frame, test up to 500 digits in frames that follow the length"),

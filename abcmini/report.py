@@ -92,11 +92,12 @@ def cell(values: list[float] | None) -> str:
     return f"{middle:.2f} [{100 * min(values):.2f}–{100 * max(values):.2f}]"
 
 
-def markdown(cells: dict, lengths=None, rows=None) -> str:
+def markdown(cells: dict, lengths=None, rows=None, paper: bool = True) -> str:
     """One table: a row per task × method, a column per length; ``ours (paper)`` per cell.
 
     With several seeds a cell reads ``median [min–max]``. ``lengths`` and ``rows`` (task,
     method pairs) select a paper table's cells; by default every length and row is shown.
+    ``paper=False``: no paper numbers (another protocol than the paper's).
     """
     if rows is not None:
         cells = {key: cells[key] for key in rows if key in cells}
@@ -108,10 +109,11 @@ def markdown(cells: dict, lengths=None, rows=None) -> str:
         task, method = key
         row = []
         for n in lengths:
-            ours, paper = cell(cells[key].get(n)), paper_accuracy(task, method, n)
-            row.append(ours if paper is None or ours == "–" else f"{ours} ({paper:g})")
+            ours, theirs = cell(cells[key].get(n)), paper_accuracy(task, method, n) if paper else None
+            row.append(ours if theirs is None or ours == "–" else f"{ours} ({theirs:g})")
         lines.append(f"| {task} | {method} | {seeds[key]} | " + " | ".join(row) + " |")
-    return "\n".join(lines) + "\n\nExact match (%), 10,000 test numbers per length (fewer where fewer exist); the paper's number in parentheses.\n"
+    note = "; the paper's number in parentheses" if paper else " (median [range] over seeds)"
+    return "\n".join(lines) + f"\n\nExact match (%), 10,000 test numbers per length (fewer where fewer exist){note}.\n"
 
 
 LONG_LENGTH = 100  # a root tested this far gets the comparison with published results
@@ -215,7 +217,7 @@ def page(records: list[dict], figure_names: list[str] = (), invocations: list[di
              f"## ABS table (the paper's tab.abs)\n\n{markdown(cells, lengths, ABS_ROWS)}",
              f"## Training cost\n\n{costs(kept)}"]
     if any(n >= LONG_LENGTH for n in lengths):
-        parts[2:4] = [f"## Every length\n\n{markdown(cells, lengths)}",
+        parts[2:4] = [f"## Every length\n\n{markdown(cells, lengths, paper=False)}",
                       f"## Beside published length generalization\n\n{beside_published(cells, kept)}"]
         parts.append(f"## Test cost\n\n{test_costs(kept)}")
     if left_out:

@@ -12,7 +12,6 @@ from abcmini.store import load_checkpoint, read_eval
 from abcmini.tasks import PLUS, SOS, detokenize, format_task, input_segments, int_to_digits
 from cli import app
 
-X = float("-inf")
 
 
 def addition_input(pad_width: int) -> torch.Tensor:

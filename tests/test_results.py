@@ -22,8 +22,8 @@ def test_the_readme_headline_is_the_records_main_table():
 
 def test_the_committed_beyond_the_frame_page_is_what_its_command_generates(tmp_path):
     text, _ = write_report("results/long", str(tmp_path / "long.md"))
-    with open("docs/long.md") as f:
-        assert f.read() == text, "docs/long.md differs from its records: run abcmini report results/long --out docs/long.md"
+    with open("docs/long/results.md") as f:
+        assert f.read() == text, "docs/long/results.md differs from its records: run abcmini report results/long --out docs/long/results.md"
     for anchor in ANCHORS:  # every published anchor sits beside our long lengths, with its own protocol
         assert f"| {anchor.method} | {anchor.task} | 1–{anchor.trained_digits} | {anchor.tested_digits} |" in text
     assert "| abcmini nope+abc | addition | 1–7 | 100 |" in text
