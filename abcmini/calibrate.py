@@ -95,7 +95,6 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True,
     """
     _, m, n = attention.shape
     segments = input_segments(anchors, n) if anchors else [None]
-    families = [(delta, index) for delta in deltas for index in range(len(segments))]
     last_row = torch.zeros(m, n, dtype=torch.bool, device=attention.device)
     last_row[-1] = True
     tables, kept_tables = [], []
@@ -117,8 +116,9 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True,
             kept_tables.append(kept)
     width = max(kept.shape[-1] for kept in kept_tables)
     values = torch.stack([torch.nn.functional.pad(kept, (0, width - kept.shape[-1]), value=NEG_INF) for kept in kept_tables])
-    return LineBias(tuple(delta for delta, _ in families), tuple(tables), values, right, transparent_empty, anchors,
-                    tuple(index for _, index in families) if anchors else ())
+    indices = tuple(range(len(segments))) if anchors else ()
+    return LineBias(tuple(d for d in deltas for _ in segments), tuple(tables), values, right, transparent_empty, anchors,
+                    indices * len(deltas))
 
 
 @torch.no_grad()

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from abcmini.model import PRESETS, ModelConfig
 from abcmini.positions import IN_ATTENTION, SCHEMES
-from abcmini.recipes import Calibration, ConfigError, Recipe
+from abcmini.recipes import Calibration, ConfigError, Recipe, check_test_frame
 from abcmini.tasks import POOL_DIGITS, check_task, is_binary
 
 MAIN_TASKS = ("successor", "addition", "nx1")
@@ -279,8 +279,7 @@ def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experi
     if not lengths or any(not isinstance(n, int) or n < 1 for n in lengths):
         raise ConfigError(f"lengths must be whole numbers of at least 1, got {list(lengths)}")
     test_frame = overrides.get("test_frame", recipe.test_frame)
-    if test_frame not in ("fixed", "follows"):
-        raise ConfigError(f"--test-frame is fixed or follows, not {test_frame!r}")
+    check_test_frame(test_frame)
     if test_frame == "fixed" and run.pad_width is not None and max(lengths) > run.pad_width:
         raise ConfigError(f"length {max(lengths)} does not fit the pad width {run.pad_width}; pass a wider --pad-width, "
                           "shorter --lengths or --test-frame follows")

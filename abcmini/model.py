@@ -192,15 +192,18 @@ class Transformer(nn.Module):
         self.to_logits = nn.Linear(cfg.d_model, len(VOCAB))
 
     def biases(self, n_q: int, n_src: int, device) -> list[tuple]:
-        """The scaffold's ``(self_bias, cross_bias)`` per decoder layer for an ``n_q``-token output
-        and ``n_src``-token input (one scaffold pair serves every layer unless it is per layer)."""
-        if self.scaffold is None:
-            return [(None, None)] * len(self.decoder)
-        key = (n_q, n_src, str(device))
+        """``(self_bias, cross_bias)`` per decoder layer for an ``n_q``-token output and
+        ``n_src``-token input: the scaffold's (one pair serves every layer unless it is per layer),
+        the causal mask already in the self-attention bias (row ``t`` of it, cut to keys ``≤ t``,
+        is the scaffold's row alone, so cached decoding uses the same tensors)."""
+        key = (id(self.scaffold), n_q, n_src, str(device))  # a scaffold assigned later is not served stale biases
         if key not in self._biases:
             if len(self._biases) >= 8:
                 self._biases.clear()
-            self._biases[key] = per_layer(self.scaffold(n_q, n_src, device), len(self.decoder))
+            pairs = per_layer(self.scaffold(n_q, n_src, device) if self.scaffold else (None, None), len(self.decoder))
+            causal = causal_bias(n_q, n_q, device=device)
+            masked = {id(s): _add(s, causal) for s, _ in pairs}  # a pair shared by every layer is masked once
+            self._biases[key] = [(masked[id(s)], c) for s, c in pairs]
         return self._biases[key]
 
     def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -230,10 +233,9 @@ class Transformer(nn.Module):
         Returns logits ``[b T vocab]`` and per-layer attention."""
         n, device = tgt_in.shape[1], tgt_in.device
         pos, mem_pos = self.positions(n, device=device), self.input_positions(memory.shape[1], device=device)
-        causal = causal_bias(n, n, device=device)
         x, attention = self.embed_tokens(tgt_in, pos), []
         for layer, (self_bias, cross_bias) in zip(self.decoder, self.biases(n, memory.shape[1], device)):
-            x, probs = layer(x, memory, pos, pos, mem_pos, _add(self_bias, causal), cross_bias, need_weights=need_weights)
+            x, probs = layer(x, memory, pos, pos, mem_pos, self_bias, cross_bias, need_weights=need_weights)
             attention.append(probs)
         return self.to_logits(self.dec_norm(x)), attention
 

@@ -20,7 +20,7 @@ from abcmini.evaluate import extrapolation_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig, learning_rate
 from abcmini.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.limits import batch_for, check_evaluation, check_writable
-from abcmini.recipes import Calibration
+from abcmini.recipes import Calibration, check_test_frame
 from abcmini.store import CHECKPOINT, load_checkpoint, read_eval, read_eval_of, read_experiment, write_eval, write_experiment
 from abcmini.tasks import detokenize, extrapolation_set_size
 from abcmini.track import Tracker, artifact_name, run_config
@@ -168,7 +168,8 @@ def evaluate(run_dir: str, experiment: dict | None, cfg: RunConfig, model, histo
     seed are not evaluated again). ``started``: when the job began, to record its wall time."""
     follows = (experiment or {}).get("test_frame") == "follows"
     state = (run_dir, history[-1]["step"] if history else None, test_seed, "follows" if follows else "fixed")
-    done = {} if redo else read_eval_of(*state).get("accuracy", {})
+    previous = read_eval_of(*state)
+    done = {} if redo else previous.get("accuracy", {})
     accuracy, seconds = {}, {}
     for length in lengths:
         if str(length) in done:
@@ -182,7 +183,7 @@ def evaluate(run_dir: str, experiment: dict | None, cfg: RunConfig, model, histo
         hooks.evaluated(length, accuracy[length], seconds[str(length)])
     extra["test_frame"] = "follows" if follows else "fixed"
     if seconds:
-        extra["test_seconds"] = {**read_eval_of(*state).get("test_seconds", {}), **seconds}
+        extra["test_seconds"] = {**previous.get("test_seconds", {}), **seconds}
     if started is not None:
         extra["job_seconds"] = round(time.perf_counter() - started, 2)
     merged = write_eval(run_dir, record(experiment, cfg, history, test_seed, accuracy, **extra))
@@ -231,9 +232,8 @@ def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Ho
     """``abcmini eval``: a trained run at ``lengths`` (default its experiment's) in its test frame
     (or ``test_frame``), as a tracked wandb run of its cell; merges into its ``eval.json``."""
     experiment = read_experiment(run_dir) if os.path.isdir(run_dir) else None
-    if test_frame not in (None, "fixed", "follows"):
-        raise UserError(f"--test-frame is fixed or follows, not {test_frame!r}")
     if test_frame is not None:
+        check_test_frame(test_frame)
         experiment = {**(experiment or {}), "test_frame": test_frame}
     state = load_checkpoint(run_dir)
     cfg, model = load_model(state, device)

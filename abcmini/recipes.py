@@ -17,6 +17,14 @@ class ConfigError(UserError):
     pass
 
 
+TEST_FRAMES = ("fixed", "follows")
+
+
+def check_test_frame(value: str) -> None:
+    if value not in TEST_FRAMES:
+        raise ConfigError(f"--test-frame is fixed or follows, not {value!r}")
+
+
 def why(default, reason: str):
     """A recipe field: its value and the one-line reason for it."""
     return field(default=default, metadata={"why": reason})
@@ -91,8 +99,7 @@ class Recipe:
     changes: tuple = why((), "the reasons for the values that differ from the recipe this one is based on")
 
     def __post_init__(self):
-        if self.test_frame not in ("fixed", "follows"):
-            raise ConfigError(f"test_frame is fixed or follows, not {self.test_frame!r}")
+        check_test_frame(self.test_frame)
 
     def calibration_for(self, task: str) -> Calibration:
         return replace(self.calibration, layers=dict(self.calibration_layers).get(task, self.calibration.layers))
