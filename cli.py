@@ -311,6 +311,7 @@ def calibrate_command(
     skip_start: bool = typer.Option(None, "--skip-start/--count-start", help="Average diagonals without their SOS cell."),
     per_layer: bool = typer.Option(None, "--per-layer/--united", help="Each decoder layer its own bias, or one for all."),
     anchors: str = typer.Option(None, help="Cross lines counted from the matrix corner | from each input segment's last digit."),
+    verticals: str = typer.Option(None, help="Vertical lines on any column | only on markers ($, the operator, SOS)."),
     samples: int = typer.Option(None, help="Training inputs decoded to average the attention over."),
     seed: int = typer.Option(None, help="Seed of that subset."),
     min_accuracy: float = typer.Option(None, help="Refuse a run below this validation exact match."),
@@ -337,7 +338,7 @@ def calibrate_command(
         given = {"layers": layers and parse_integers(layers, "--layers"), "self_directions": directions and parse_integers(directions, "--directions"),
                  "cross_directions": cross_directions and parse_integers(cross_directions, "--cross-directions"),
                  "kappa_cross": kappa_cross, "kappa_self": kappa_self, "min_support": min_support, "drop_padding": drop_padding,
-                 "empty": empty, "skip_start": skip_start, "per_layer": per_layer, "anchors": anchors, "samples": samples, "seed": seed,
+                 "empty": empty, "skip_start": skip_start, "per_layer": per_layer, "anchors": anchors, "verticals": verticals, "samples": samples, "seed": seed,
                  "min_accuracy": min_accuracy}
         settings = replace(chosen.calibration_for(task), **{k: v for k, v in given.items() if v is not None})
         cfg = RunConfig(**state["config"])
@@ -375,6 +376,7 @@ def report_command(
     runs_dir: str = typer.Argument("runs", help="Directory searched (recursively) for result records (eval.json)."),
     out: str = typer.Option(None, help="Markdown page to write, figures beside it [default: RUNS_DIR/report.md]."),
     readme: str = typer.Option(None, help="Also fill this file's headline block (README.md) from the same records."),
+    beside: str = typer.Option(None, help="Another directory of records (another recipe): each seed set beside its own."),
 ):
     """Both of the paper's tables (ours beside the paper's), training cost and one accuracy-vs-length figure per task."""
     from abcmini.report import collect, with_headline, write_report
@@ -384,7 +386,9 @@ def report_command(
         if not os.path.isdir(runs_dir):
             raise UserError(f"runs directory {runs_dir!r} does not exist")
         out = out or os.path.join(runs_dir, "report.md")
-        text, pngs = write_report(runs_dir, out)
+        if beside and not os.path.isdir(beside):
+            raise UserError(f"--beside directory {beside!r} does not exist")
+        text, pngs = write_report(runs_dir, out, beside=beside)
         if readme:
             with open(readme) as f:
                 filled = with_headline(f.read(), collect(runs_dir))

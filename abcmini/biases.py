@@ -229,6 +229,13 @@ def scaffold_from_state(state: dict) -> Calibrated | PerLayer:
     return Calibrated.from_state(state)
 
 
+def open_lines(scaffold: Calibrated | PerLayer) -> list[str]:
+    """Every open line of an ABC scaffold, one ``"layer 0 cross Δ = -1, segment 1 h2: 0,1"`` per
+    attention, direction (and segment) and head: what a result record keeps of its bias."""
+    return [f"{name} {label} h{head}: " + ",".join(str(line) for line, _ in lines)
+            for name, table in scaffold.tables() for label, head, lines in table.lines()]
+
+
 def per_layer(biases, depth: int) -> list[tuple]:
     """A scaffold's output as one ``(self_bias, cross_bias)`` pair per decoder layer."""
     if isinstance(biases, list):

@@ -77,7 +77,7 @@ def line_counts(mask: torch.Tensor, delta: int, right: bool = True, segment=None
 
 
 def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True, min_support: float = 0.5,
-              padding: torch.Tensor | None = None, padding_somewhere: torch.Tensor | None = None, causal: bool = False,
+              padding: torch.Tensor | None = None, no_vertical: torch.Tensor | None = None, causal: bool = False,
               transparent_empty: bool = True, skip_start: bool = False, anchors: str | None = None) -> LineBias:
     """ABC steps 3–5 on an averaged attention tensor ``Ā [h m n]`` (trusted rows only).
 
@@ -88,8 +88,8 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True,
     defaults of the others give the paper's Algorithm 1):
     ``min_support``: extend only lines crossing that fraction of the ``m`` rows, and the last row;
     ``padding [n]`` (key columns that are padding in every input): a kept line must read a real
-    token on ``min_support`` of the rows; ``padding_somewhere [n]`` (padding in some input): no
-    vertical on such a column; ``causal``: a kept line must cross ``min_support·m`` cells a row
+    token on ``min_support`` of the rows; ``no_vertical [n]``: no vertical on such a column (padding in
+    some input; with ``verticals: markers``, every column but a one-token part's); ``causal``: a kept line must cross ``min_support·m`` cells a row
     can attend to; ``skip_start``: sloped lines are averaged without their cell in column 0;
     ``transparent_empty``: a head with no line reads everything (the paper) or nothing but column 0.
     """
@@ -110,8 +110,8 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True,
                 kept = kept.masked_fill(counts(torch.ones(m, n, dtype=torch.bool, device=attention.device).tril()) < min_support * m, NEG_INF)
             if padding is not None:
                 kept = kept.masked_fill(counts((~padding).expand(m, -1)) < max(1.0, min_support * m), NEG_INF)
-            if padding_somewhere is not None and delta == 0:
-                kept = kept.masked_fill(counts(padding_somewhere.expand(m, -1)) > 0, NEG_INF)
+            if no_vertical is not None and delta == 0:
+                kept = kept.masked_fill(counts(no_vertical.expand(m, -1)) > 0, NEG_INF)
             tables.append(part[3])
             kept_tables.append(kept)
     width = max(kept.shape[-1] for kept in kept_tables)
@@ -144,6 +144,15 @@ def average_attention(model, example, trusted_rows: int, batch_size: int = 500, 
     return (totals["self"] / len(example.src))[..., :rows, :rows], (totals["cross"] / len(example.src))[..., :rows, :]
 
 
+def marker_columns(task: str, n_src: int) -> torch.Tensor:
+    """``[n_src]``: the columns of the input's one-token parts (start marker, operator, N×1's
+    multiplier), the only ones a vertical reads the same token on at every length."""
+    columns = torch.zeros(n_src, dtype=torch.bool)
+    for first, last in input_segments(task, n_src):
+        columns[first] |= first == last
+    return columns
+
+
 def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
     """ABC steps 1–5 for a trained run: refuse it unless it interpolated, decode
     ``settings.samples`` seeded training inputs, average the attention of ``settings.layers``,
@@ -165,8 +174,11 @@ def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
     self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, layers=layers)
     src_padding = padding_cells(example.src)
     out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]
-    cross_rules = {"padding": src_padding.all(dim=0), "padding_somewhere": src_padding.any(dim=0)} if settings.drop_padding else {}
-    self_rules = {"padding_somewhere": out_padding.any(dim=0)} if settings.drop_padding else {}
+    cross_rules = {"padding": src_padding.all(dim=0), "no_vertical": src_padding.any(dim=0)} if settings.drop_padding else {}
+    self_rules = {"no_vertical": out_padding.any(dim=0)} if settings.drop_padding else {}
+    if settings.verticals == "markers":
+        cross_rules["no_vertical"] = cross_rules.get("no_vertical", False) | ~marker_columns(cfg.task, src_padding.shape[-1])
+        self_rules["no_vertical"] = self_rules.get("no_vertical", False) | (torch.arange(out_padding.shape[-1]) > 0)
     rules = {"min_support": settings.min_support, "transparent_empty": settings.empty == "transparent"}
     anchors = cfg.task if settings.anchors == "segments" else None
     per_layer = [Calibrated(calibrate(s, settings.kappa_self, settings.self_directions, right=False, causal=True,

@@ -11,17 +11,20 @@ class GeometryError(UserError):
     pass
 
 
-def pad_width_for(length: int, fixed_pad_width: int | None, follows: bool = False) -> int:
+def pad_width_for(length: int, fixed_pad_width: int | None, follows: bool = False, period: int = 0) -> int:
     """The pad width a test at ``length`` digits uses: the run's fixed width; the length itself
     (never below the training width) in the growing geometry; when the frame ``follows`` the
     test, the length plus the leading zeros every training number had (``pad width − 7``): a model
-    that always saw its number start after zeros is not asked where a number with none ends."""
+    that always saw its number start after zeros is not asked where a number with none ends.
+    With a CPI ``period`` T the following frame is widened to the training width's residue mod T,
+    so every token, the start marker included, keeps the phase it was trained at."""
     if length < 1:
         raise GeometryError(f"length must be at least 1, got {length}")
     if fixed_pad_width is None:
         return max(length, POOL_DIGITS)
     if follows:
-        return max(length + fixed_pad_width - POOL_DIGITS, fixed_pad_width)
+        width = max(length + fixed_pad_width - POOL_DIGITS, fixed_pad_width)
+        return width + (fixed_pad_width - width) % period if period else width
     if length > fixed_pad_width:
         raise GeometryError(f"length {length} does not fit the run's fixed pad width {fixed_pad_width}; train with a wider --pad-width")
     return fixed_pad_width
@@ -48,8 +51,9 @@ def exact_match(model: Transformer, example: Example, batch_size: int = 1000, on
 
 
 def extrapolation_accuracy(model, task: str, length: int, fixed_pad_width: int | None, seed: int,
-                           aligned: bool = False, batch_size: int = 1000, on_batch=None, follows: bool = False) -> float:
+                           aligned: bool = False, batch_size: int = 1000, on_batch=None, follows: bool = False,
+                           period: int = 0) -> float:
     """Accuracy on the seeded test set of numbers with exactly ``length`` digits."""
     a, b = extrapolation_operands(task, length, seed)
-    example = format_task(task, a, b, pad_width_for(length, fixed_pad_width, follows), aligned)
+    example = format_task(task, a, b, pad_width_for(length, fixed_pad_width, follows, period), aligned)
     return exact_match(model, example, batch_size, on_batch).float().mean().item()

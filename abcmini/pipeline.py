@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from abcmini import __version__, commit
-from abcmini.biases import scaffold_from_state
+from abcmini.biases import Calibrated, PerLayer, open_lines, scaffold_from_state
 from abcmini.calibrate import calibrate_run
 from abcmini.errors import UserError
 from abcmini.evaluate import extrapolation_accuracy, pad_width_for
@@ -175,13 +175,15 @@ def evaluate(run_dir: str, experiment: dict | None, cfg: RunConfig, model, histo
         if str(length) in done:
             continue
         began = time.perf_counter()
-        batch = batch_for(cfg, pad_width_for(length, cfg.pad_width, follows), batch_size)
+        batch = batch_for(cfg, pad_width_for(length, cfg.pad_width, follows, cfg.period), batch_size)
         with hooks.evaluating(length, batches=-(-extrapolation_set_size(length) // batch)) as advance:
             accuracy[length] = extrapolation_accuracy(model, cfg.task, length, cfg.pad_width, test_seed, cfg.aligned, batch, advance,
-                                                      follows)
+                                                      follows, cfg.period)
         seconds[str(length)] = round(time.perf_counter() - began, 2)
         hooks.evaluated(length, accuracy[length], seconds[str(length)])
     extra["test_frame"] = "follows" if follows else "fixed"
+    if isinstance(model.scaffold, (Calibrated, PerLayer)):
+        extra["lines"] = open_lines(model.scaffold)
     if seconds:
         extra["test_seconds"] = {**previous.get("test_seconds", {}), **seconds}
     if started is not None:
@@ -241,7 +243,7 @@ def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Ho
     if not lengths:
         raise UserError(f"{run_dir!r} has no experiment record to take test lengths from; pass --lengths")
     follows = (experiment or {}).get("test_frame") == "follows"
-    frames = [pad_width_for(length, cfg.pad_width, follows) for length in lengths]  # every length fits, the batches
+    frames = [pad_width_for(length, cfg.pad_width, follows, cfg.period) for length in lengths]  # every length fits, the batches
     check_evaluation(cfg, max(frames), device)  # fit in memory and the record can be written, before any work
     check_writable(run_dir, "RUN_DIR")
     test_seed = test_seed if test_seed is not None else (experiment or {}).get("test_seed", 0)

@@ -45,6 +45,7 @@ class Calibration:
     skip_start: bool = why(True, "self-attention diagonals are averaged without their cell on SOS")
     per_layer: bool = why(False, "one bias for all layers, united from `layers` (the paper); true: every layer its own")
     anchors: str = why("corner", "cross lines counted from the matrix corner (the paper); segments: from each input part's last digit")
+    verticals: str = why("any", "a vertical line may stand on any column (the paper); markers: only on a one-token part or SOS")
     samples: int = why(1000, "training inputs decoded to average the attention over")
     seed: int = why(0, "seed of that subset of training inputs")
     min_accuracy: float = why(0.99, "refuse a source below this validation exact match: it has not interpolated")
@@ -52,6 +53,8 @@ class Calibration:
     def __post_init__(self):
         if self.empty not in ("silent", "transparent"):
             raise ConfigError(f"empty heads are silent or transparent, not {self.empty!r}")
+        if self.verticals not in ("any", "markers"):
+            raise ConfigError(f"verticals stand on any column or on markers, not {self.verticals!r}")
         if self.anchors not in ("corner", "segments"):
             raise ConfigError(f"lines are anchored at the corner or at segments, not {self.anchors!r}")
         for name in ("kappa_self", "kappa_cross", "min_support", "min_accuracy"):
@@ -145,6 +148,7 @@ AUTO = PAPER.derive(
     calibration_layers=((), "no per-task choice of layers"),
     calibration_per_layer=(True, "each decoder layer calibrated from its own attention (paper, end of section 4)"),
     calibration_anchors=("segments", "a line reads the same operand digit at every frame width"),
+    calibration_verticals=("markers", "a vertical on a digit reads one fixed position on every row; it misled the retraining"),
     abc_train_on=(3.0, "per-layer biases keep extrapolating when trained on: rarer carry errors on long numbers"),
 )
 LONG = AUTO.derive(
@@ -153,6 +157,7 @@ LONG = AUTO.derive(
     lengths=((6, 10, 20, 60, 100, 200, 500), "from inside the training frame to 70 times the longest training number"),
     test_frame=("follows", "each length in a frame of the length plus the training numbers' leading zeros"),
     cpi_from=("end", "CPI counted from the least significant digit keeps each digit's phase in any frame"),
+    train_on=(3.0, "ABS windows train on to 3x the step that reached stop_at: carries over hundreds of digits need it"),
     valid_size=(500, "half the validation set: minutes, not hours"),
     calibration_kappa_cross=(2.5, "a pad-12 frame has few lines; none stands 4.5 sigma out"),
 )

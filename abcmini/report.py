@@ -154,6 +154,37 @@ def test_costs(results: list[dict]) -> str:
     return "\n".join(lines) + "\n\nSeconds to test 10,000 numbers at each length (batches shrink with the frame to stay under 2 GiB).\n"
 
 
+def per_seed(results: list[dict], others: list[dict], lengths) -> str:
+    """Each seed of this root's methods beside the same cell and seed of another root (another
+    recipe), on every task either root has: accuracy at ``lengths``, and steps (ABC: the
+    retraining's, then its source's)."""
+    def find(records, key):
+        return next((r for r in records if (r["task"], r["method"], r["seed"]) == key), None)
+
+    def accuracies(r):
+        return " / ".join(f"{100 * r['accuracy'][str(n)]:.2f}" if str(n) in r["accuracy"] else "–" for n in lengths) if r else "–"
+
+    def steps(r):
+        return f"{r['train_steps']}" + (f" (source {r['interpolation_steps']})" if r.get("interpolation_steps") is not None else "") if r else "–"
+
+    ours, theirs = (sorted({r.get("recipe") for r in records} - {None}) for records in (results, others))
+    methods = {r["method"] for r in results}
+    keys = sorted({(r["task"], r["method"], r["seed"]) for r in results + others if r["method"] in methods},
+                  key=lambda k: (*_order(k[:2]), k[2]))
+    lines = [f"| task | method | seed | {', '.join(ours)} | {', '.join(theirs)} | {', '.join(ours)}: steps | {', '.join(theirs)}: steps |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {t} | {m} | {s} | {accuracies(find(results, (t, m, s)))} | {accuracies(find(others, (t, m, s)))} | "
+              f"{steps(find(results, (t, m, s)))} | {steps(find(others, (t, m, s)))} |" for t, m, s in keys]
+    return "\n".join(lines) + f"\n\nExact match (%) at {' / '.join(map(str, lengths))} digits, per seed; – where a run is missing.\n"
+
+
+def calibrated_lines(results: list[dict]) -> str:
+    """The open lines of each ABC run's bias (``biases.open_lines``): layer, attention, direction
+    Δ (segment 0 is ``$``, then the input's parts in order), head, and the line indices."""
+    listed = [r for r in sorted(results, key=lambda r: (*_order((r["task"], r["method"])), r["seed"])) if r.get("lines")]
+    return "\n".join(f"- {r['task']} {r['method']} seed {r['seed']}: " + "; ".join(r["lines"]) for r in listed) + "\n"
+
+
 def costs(results: list[dict]) -> str:
     """What each run cost: optimizer steps, training wall time (over every invocation), the wall
     time of the invocation that finished it (its remaining training, ABC's calibration, the
@@ -202,9 +233,11 @@ def figures(cells: dict, out_dir: str) -> list[str]:
     return paths
 
 
-def page(records: list[dict], figure_names: list[str] = (), invocations: list[dict] | None = None) -> str:
+def page(records: list[dict], figure_names: list[str] = (), invocations: list[dict] | None = None,
+         beside: list[dict] | None = None) -> str:
     """The whole report: protocol, both of the paper's tables, training cost, the runs left out,
-    figures and (for a ``reproduce`` root) its wall time."""
+    figures and (for a ``reproduce`` root) its wall time; with ``beside`` (another root's
+    records), each seed next to that root's; every ABC run's calibrated lines."""
     kept, left_out = pool(records)
     cells = summarize(kept)
     lengths = sorted({n for per_length in cells.values() for n in per_length})
@@ -220,6 +253,10 @@ def page(records: list[dict], figure_names: list[str] = (), invocations: list[di
         parts[2:4] = [f"## Every length\n\n{markdown(cells, lengths, paper=False)}",
                       f"## Beside published length generalization\n\n{beside_published(cells, kept)}"]
         parts.append(f"## Test cost\n\n{test_costs(kept)}")
+    if beside:
+        parts.append(f"## Per seed, beside {', '.join(sorted({r.get('recipe') or '–' for r in beside}))}\n\n{per_seed(kept, pool(beside)[0], lengths)}")
+    if any(r.get("lines") for r in kept):
+        parts.append(f"## Calibrated lines\n\n{calibrated_lines(kept)}")
     if left_out:
         parts.append("## Runs left out\n\n" + "\n".join(f"- `{run}`: {why}" for run, why in left_out) + "\n")
     if figure_names:
@@ -236,8 +273,9 @@ def headline(records: list[dict]) -> str:
     return markdown(cells, [n for n in MAIN_LENGTHS if n in available], MAIN_ROWS)
 
 
-def write_report(root: str, out: str, invocations: list[dict] | None = None) -> tuple[str, list[str]]:
-    """``out`` (markdown) and one figure per task beside it, from the records under ``root``."""
+def write_report(root: str, out: str, invocations: list[dict] | None = None, beside: str | None = None) -> tuple[str, list[str]]:
+    """``out`` (markdown) and one figure per task beside it, from the records under ``root``
+    (and ``beside``'s, per seed)."""
     if os.path.isdir(out):
         raise StoreError(f"--out {out!r} is a directory; name the markdown file to write")
     if os.path.exists(out):
@@ -251,7 +289,10 @@ def write_report(root: str, out: str, invocations: list[dict] | None = None) -> 
     directory = os.path.dirname(os.path.abspath(out))
     os.makedirs(directory, exist_ok=True)
     pngs = figures(summarize(kept), directory)
-    text = page(records, [os.path.basename(p) for p in pngs], invocations)
+    others = collect(beside) if beside else None
+    if beside and not others:
+        raise StoreError(f"no result records ({EVAL_FILE}) under --beside {beside!r}")
+    text = page(records, [os.path.basename(p) for p in pngs], invocations, others)
     atomic_write(out, lambda f: f.write(text.encode()))
     return text, pngs
 

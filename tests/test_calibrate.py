@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from abcmini.biases import line_ids
-from abcmini.calibrate import calibrate, dropoff, line_average
+from abcmini.calibrate import calibrate, dropoff, line_average, marker_columns
 
 X = float("-inf")
 A = torch.tensor([[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]])  # one head, 2 x 3
@@ -129,10 +129,24 @@ def test_no_vertical_on_a_column_that_holds_padding_in_some_input():
     attention = torch.tensor([[[0.4, 0.1, 0.1, 0.4], [0.4, 0.1, 0.1, 0.4]]])
     somewhere = torch.tensor([False, False, False, True])
     assert calibrate(attention, kappa=0.0, deltas=(0,), min_support=0.0).values[0, 0].tolist() == [0.0, X, X, 0.0]
-    steady = calibrate(attention, kappa=0.0, deltas=(0,), min_support=0.0, padding_somewhere=somewhere)
+    steady = calibrate(attention, kappa=0.0, deltas=(0,), min_support=0.0, no_vertical=somewhere)
     assert steady.values[0, 0].tolist() == [0.0, X, X, X]
     anti = lambda **rule: calibrate(attention, kappa=-1.0, deltas=(-1,), min_support=0.0, **rule).values  # noqa: E731
-    assert torch.equal(anti(padding_somewhere=somewhere), anti()) and torch.isfinite(anti()[0, 0]).tolist() == [True, True, False, True, True]
+    assert torch.equal(anti(no_vertical=somewhere), anti()) and torch.isfinite(anti()[0, 0]).tolist() == [True, True, False, True, True]
+
+
+def test_verticals_on_markers_keep_the_operator_and_drop_a_digit():
+    """``$ a + b`` at pad 3 (columns 0 | 1–3 | 4 | 5–7): verticals with d = .3 on ``+`` and on
+    ``a``'s last digit, both far above the rest. ``verticals: markers`` keeps only the one on
+    the operator, a token that is there at every length; the digit's column moves with it."""
+    attention = torch.full((1, 4, 8), 0.05)
+    attention[..., 4] = attention[..., 3] = 0.3
+    markers = marker_columns("addition", 8)
+    assert markers.tolist() == [True, False, False, False, True, False, False, False]
+    assert marker_columns("nx1", 6).tolist() == [True, False, False, False, True, True]
+    kept = lambda **rule: torch.isfinite(calibrate(attention, kappa=1.0, deltas=(0,), **rule).values[0, 0]).nonzero().flatten().tolist()  # noqa: E731
+    assert kept() == [3, 4]
+    assert kept(no_vertical=~markers) == [4]
 
 
 def test_a_self_attention_vertical_open_to_the_last_rows_only_is_dropped():

@@ -159,6 +159,19 @@ def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
     silent = united_cross(8, 7)[united_cross.transparent]  # empty in both layers: only column 0 open
     assert torch.isfinite(silent[..., 0]).all() and not torch.isfinite(silent[..., 1:]).any()
 
+    def vertical_columns(path, verticals):  # every line passes a dropoff at κ = −10: the rules alone decide
+        assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--kappa-cross", -10, "--kappa-self", -10,
+                      "--verticals", verticals, "--out", path).exit_code == 0
+        bias = Calibrated.from_state(torch.load(path, weights_only=True)["bias"])
+        corner = {"cross": 7, "self": 0}  # cross-attention verticals count from the last of 8 input columns
+        return {kind: sorted({first + int(line) + corner[kind] for delta, first, values in zip(lines.deltas, lines.firsts, lines.values)
+                              if delta == 0 for line in torch.isfinite(values).any(dim=0).nonzero().flatten()})
+                for kind, lines in (("cross", bias.cross_attention), ("self", bias.self_attention))}
+
+    anywhere = vertical_columns(tmp_path / "any.pt", "any")
+    assert anywhere["cross"][0] == 0 and len(anywhere["cross"]) > 1 and len(anywhere["self"]) > 1  # and on digits
+    assert vertical_columns(tmp_path / "markers.pt", "markers") == {"cross": [0], "self": [0]}  # $ and SOS only
+
     out = tmp_path / "abc"
     result = invoke("train", "--task", "successor", "--pad-width", 7, "--lengths", 3, "--steps", 60, "--eval-every", 30,
                     "--valid-size", 100, "--bias", bias_file, "--out", out)

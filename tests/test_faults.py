@@ -76,6 +76,8 @@ CASES = [
     (["report", "{w}/records/corrupt"], "records/corrupt/r/eval.json' is not valid JSON"),
     (["report", "{w}/mine"], "was not written by abcmini report"),
     (["report", "{w}/mine", "--out", "{w}/thesis"], "is a directory"),
+    (["report", "{w}/records/list", "--beside", "{w}/nowhere"], "--beside directory"),
+    (["calibrate", "{w}/run", "--verticals", "digits", "--out", "{w}/v.pt"], "verticals stand on any column or on markers"),
     (["reproduce", "--out", "{w}/plain.txt", "--quick"], "is a file, not a directory"),
     (["sweep", "{w}/sweeps"], "is a directory"),
     (["sweep", "{w}/unknown.yaml"], "'learning_speed' is not an option of abcmini train"),

@@ -79,6 +79,18 @@ def test_the_test_frame_follows_the_length_only_when_asked():
     assert pad_width_for(6, 64) == 64
 
 
+def test_a_following_frame_keeps_the_training_width_residue_of_the_cpi_period():
+    """CPI with period T sees a frame only mod T: the width is rounded up to the training width's
+    residue, so the start marker keeps its trained phase (unrounded, 60 digits at pad 12 would be
+    tested at width 65, a residue no +T=3 model trained at 12 has seen)."""
+    widths = [pad_width_for(length, 12, follows=True, period=3) for length in (6, 10, 20, 60, 100, 200, 500)]
+    assert widths == [12, 15, 27, 66, 105, 207, 507]
+    assert all(width % 3 == 12 % 3 for width in widths)
+    assert [pad_width_for(length, 12, follows=True, period=3) - pad_width_for(length, 12, follows=True)
+            for length in (20, 60)] == [2, 1]
+    assert pad_width_for(60, 64, period=3) == 64  # the fixed frame is never moved
+
+
 def test_a_model_trained_in_a_small_frame_is_tested_in_frames_as_wide_as_each_length(tmp_path):
     """A real ABC run of recipe ``long`` (shortened: pad width 8), tested at 6, 20 and 45 digits
     in frames of 8, 21 and 46; its bias, materialized in each frame, opens the same cells on the
