@@ -88,9 +88,10 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True,
     defaults of the others give the paper's Algorithm 1):
     ``min_support``: extend only lines crossing that fraction of the ``m`` rows, and the last row;
     ``padding [n]`` (key columns that are padding in every input): a kept line must read a real
-    token on ``min_support`` of the rows; ``no_vertical [n]``: no vertical on such a column (padding in
-    some input; with ``verticals: markers``, every column but a one-token part's); ``causal``: a kept line must cross ``min_support·m`` cells a row
-    can attend to; ``skip_start``: sloped lines are averaged without their cell in column 0;
+    token on ``min_support`` of the rows; ``no_vertical [n]``: no vertical on such a column
+    (padding in some input; with ``verticals: markers``, every column but a one-token part's);
+    ``causal``: a kept line must cross ``min_support·m`` cells a row can attend to;
+    ``skip_start``: sloped lines are averaged without their cell in column 0;
     ``transparent_empty``: a head with no line reads everything (the paper) or nothing but column 0.
     """
     _, m, n = attention.shape
