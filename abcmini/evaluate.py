@@ -50,10 +50,10 @@ def exact_match(model: Transformer, example: Example, batch_size: int = 1000, on
     return torch.cat(hits)
 
 
-def extrapolation_accuracy(model, task: str, length: int, fixed_pad_width: int | None, seed: int,
-                           aligned: bool = False, batch_size: int = 1000, on_batch=None, follows: bool = False,
-                           period: int = 0) -> float:
-    """Accuracy on the seeded test set of numbers with exactly ``length`` digits."""
+def extrapolation_accuracy(model, task: str, length: int, pad_width: int, seed: int,
+                           aligned: bool = False, batch_size: int = 1000, on_batch=None) -> float:
+    """Accuracy on the seeded test set of numbers with exactly ``length`` digits, in a frame of
+    ``pad_width`` (``pad_width_for``)."""
     a, b = extrapolation_operands(task, length, seed)
-    example = format_task(task, a, b, pad_width_for(length, fixed_pad_width, follows, period), aligned)
+    example = format_task(task, a, b, pad_width, aligned)
     return exact_match(model, example, batch_size, on_batch).float().mean().item()

@@ -175,10 +175,10 @@ def evaluate(run_dir: str, experiment: dict | None, cfg: RunConfig, model, histo
         if str(length) in done:
             continue
         began = time.perf_counter()
-        batch = batch_for(cfg, pad_width_for(length, cfg.pad_width, follows, cfg.period), batch_size)
+        frame = pad_width_for(length, cfg.pad_width, follows, cfg.period)
+        batch = batch_for(cfg, frame, batch_size)
         with hooks.evaluating(length, batches=-(-extrapolation_set_size(length) // batch)) as advance:
-            accuracy[length] = extrapolation_accuracy(model, cfg.task, length, cfg.pad_width, test_seed, cfg.aligned, batch, advance,
-                                                      follows, cfg.period)
+            accuracy[length] = extrapolation_accuracy(model, cfg.task, length, frame, test_seed, cfg.aligned, batch, advance)
         seconds[str(length)] = round(time.perf_counter() - began, 2)
         hooks.evaluated(length, accuracy[length], seconds[str(length)])
     extra["test_frame"] = "follows" if follows else "fixed"
