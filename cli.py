@@ -300,7 +300,7 @@ def evaluate(
 def calibrate_command(
     run_dir: str = typer.Argument(..., help="A run that has interpolated (trained without scaffolding)."),
     recipe: str = typer.Option(None, help="Recipe whose calibration settings apply [default: the run's, else paper]."),
-    layers: str = typer.Option(None, help="Decoder layers to calibrate, comma-separated (-1: the last)."),
+    layers: str = typer.Option(None, help="Decoder layers to calibrate, comma-separated (-1: the last), or all."),
     directions: str = typer.Option(None, help="Self-attention directions Δ: 1 diagonal, -1 anti-diagonal, 0 vertical."),
     cross_directions: str = typer.Option(None, help="Cross-attention directions Δ."),
     kappa_cross: float = typer.Option(None, help="Cross-attention dropoff factor: keep d_l > μ + κσ."),
@@ -335,7 +335,7 @@ def calibrate_command(
         chosen = load_recipe(name if name in RECIPES or recipe else "paper")
         state = load_checkpoint(run_dir)
         task = state["config"]["task"]
-        given = {"layers": layers and parse_integers(layers, "--layers"), "self_directions": directions and parse_integers(directions, "--directions"),
+        given = {"layers": layers and ("all" if layers == "all" else parse_integers(layers, "--layers")), "self_directions": directions and parse_integers(directions, "--directions"),
                  "cross_directions": cross_directions and parse_integers(cross_directions, "--cross-directions"),
                  "kappa_cross": kappa_cross, "kappa_self": kappa_self, "min_support": min_support, "drop_padding": drop_padding,
                  "empty": empty, "skip_start": skip_start, "per_layer": per_layer, "anchors": anchors, "verticals": verticals, "samples": samples, "seed": seed,

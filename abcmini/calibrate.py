@@ -156,7 +156,7 @@ def marker_columns(task: str, n_src: int) -> torch.Tensor:
 
 def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
     """ABC steps 1–5 for a trained run: refuse it unless it interpolated, decode
-    ``settings.samples`` seeded training inputs, average the attention of ``settings.layers``,
+    ``settings.samples`` seeded training inputs, average the attention of ``settings.layers`` (all: every one),
     calibrate each layer and unite their lines (``per_layer``: calibrate every decoder layer and
     keep each bias for its own layer), and save the bias file at ``out``. Returns the
     saved payload plus the ``example`` it was computed on and the run's ``config``."""
@@ -167,8 +167,8 @@ def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
         raise NotInterpolatedError(f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < "
                                    f"{settings.min_accuracy:.2%}; train it longer (--stop-at)")
     depth = model.cfg.dec_layers
-    layers = tuple(range(depth)) if settings.per_layer else settings.layers
-    if not all(-depth <= layer < depth for layer in settings.layers):
+    layers = tuple(range(depth)) if settings.per_layer or settings.layers == "all" else settings.layers
+    if not all(-depth <= layer < depth for layer in layers):
         raise UserError(f"--layers {list(settings.layers)}: the model has {depth} decoder layers (0…{depth - 1}, or -1 for the last)")
     a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).train, settings.samples, torch.Generator().manual_seed(settings.seed))
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)

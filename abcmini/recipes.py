@@ -34,7 +34,7 @@ def why(default, reason: str):
 class Calibration:
     """ABC's calibration settings (paper §4, Algorithm 1, and the rules docs/recipe.md explains)."""
 
-    layers: tuple = why((-1,), "decoder layers whose attention is calibrated (-1: the last, as in the paper)")
+    layers: tuple | str = why((-1,), "decoder layers whose attention is calibrated (-1: the last, as in the paper; all: every one)")
     self_directions: tuple = why((1, 0), "self-attention diagonals and verticals; an anti-diagonal of a causal square is never extended")
     cross_directions: tuple = why((-1, 0), "cross-attention anti-diagonals and verticals: the digit alignments of reversed outputs")
     kappa_self: float = why(0.87, "the paper's dropoff factor for self-attention")
@@ -64,6 +64,8 @@ class Calibration:
             raise ConfigError(f"min_support must lie in [0, 1], got {self.min_support}")
         if self.samples < 1:
             raise ConfigError(f"--samples must be at least 1, got {self.samples}")
+        if isinstance(self.layers, str) and self.layers != "all":
+            raise ConfigError(f"calibration layers are a list of decoder layers or all, not {self.layers!r}")
         if not self.layers or not self.self_directions or not self.cross_directions:
             raise ConfigError("calibration layers and directions must not be empty")
 
@@ -97,7 +99,7 @@ class Recipe:
     cpi_from: str = why("start", "CPI (+T=3) counts input positions from the first token (the paper)")
     abc_scheme: str = why("nope", "ABC retrains without positional encoding: the bias is its only position signal")
     calibration: Calibration = why(Calibration(), "ABC's calibration settings")
-    calibration_layers: tuple = why((("successor", (0,)), ("addition", (0, 1)), ("nx1", (-1,))),
+    task_layers: tuple = why((("successor", (0,)), ("addition", (0, 1)), ("nx1", (-1,))),
                                     "per task, the decoder layers that hold its algorithm (other tasks: calibration.layers)")
     changes: tuple = why((), "the reasons for the values that differ from the recipe this one is based on")
 
@@ -105,15 +107,14 @@ class Recipe:
         check_test_frame(self.test_frame)
 
     def calibration_for(self, task: str) -> Calibration:
-        return replace(self.calibration, layers=dict(self.calibration_layers).get(task, self.calibration.layers))
+        return replace(self.calibration, layers=dict(self.task_layers).get(task, self.calibration.layers))
 
     def derive(self, **changes) -> "Recipe":
         """A recipe based on this one: each change is ``field=(value, reason)``; calibration
-        fields are spelled ``calibration_FIELD`` (``calibration_layers`` is the recipe's own field)."""
+        fields are spelled ``calibration_FIELD``."""
         values, calibration, reasons = {}, {}, dict(self.changes)
-        own = {f.name for f in fields(self)}
         for name, (value, reason) in changes.items():
-            if name.startswith("calibration_") and name not in own:
+            if name.startswith("calibration_"):
                 calibration[name.removeprefix("calibration_")] = value
                 reasons[f"calibration.{name.removeprefix('calibration_')}"] = reason
             else:
@@ -145,11 +146,11 @@ QUICK = PAPER.derive(
 )
 AUTO = PAPER.derive(
     name=("auto", "the paper's protocol, with one calibration procedure for every task and seed"),
-    calibration_layers=((), "no per-task choice of layers"),
-    calibration_per_layer=(True, "each decoder layer calibrated from its own attention (paper, end of section 4)"),
+    task_layers=((), "no per-task choice of layers"),
+    calibration_layers=("all", "every layer's lines, united into one bias: no layer to choose, none left without lines"),
     calibration_anchors=("segments", "a line reads the same operand digit at every frame width"),
     calibration_verticals=("markers", "a vertical on a digit reads one fixed position on every row; it misled the retraining"),
-    abc_train_on=(3.0, "per-layer biases keep extrapolating when trained on: rarer carry errors on long numbers"),
+    abc_train_on=(3.0, "anchored biases keep extrapolating when trained on: rarer carry errors on long numbers"),
 )
 LONG = AUTO.derive(
     name=("long", "beyond the training frame: train in a pad-12 frame, test up to 500 digits in frames that follow the length"),

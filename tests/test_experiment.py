@@ -80,7 +80,7 @@ def test_an_option_overrides_one_field_and_is_recorded():
 
 def test_a_recipe_file_is_a_copy_with_edits(tmp_path):
     path = tmp_path / "mine.yaml"
-    path.write_text("base: quick\npad_width: 30\ncalibration:\n  kappa_cross: 2.5\ncalibration_layers: [[successor, [1]]]\n")
+    path.write_text("base: quick\npad_width: 30\ncalibration:\n  kappa_cross: 2.5\ntask_layers: [[successor, [1]]]\n")
     mine = load_recipe(str(path))
     assert mine.name == "mine" and mine.pad_width == 30 and mine.steps == QUICK.steps
     assert mine.calibration_for("successor").layers == (1,) and mine.calibration.kappa_cross == 2.5

@@ -47,6 +47,7 @@ def world(tmp_path_factory):
     (w / "mine" / "report.md").write_text("# My own notes on these runs\n")
     shutil.copytree(run, w / "mine" / "run")
     (w / "sweeps").mkdir()
+    (w / "layers.yaml").write_text("base: auto\ncalibration: {layers: every}\n")
     (w / "unknown.yaml").write_text("program: cli.py\nmethod: grid\nparameters:\n  seed: {values: [0, 1]}\n  learning_speed: {value: 3}\n")
     return w
 
@@ -78,6 +79,7 @@ CASES = [
     (["report", "{w}/mine", "--out", "{w}/thesis"], "is a directory"),
     (["report", "{w}/records/list", "--beside", "{w}/nowhere"], "--beside directory"),
     (["calibrate", "{w}/run", "--verticals", "digits", "--out", "{w}/v.pt"], "verticals stand on any column or on markers"),
+    (["train", "--recipe", "{w}/layers.yaml", "--method", "abc", "--dry-run"], "a list of decoder layers or all, not 'every'"),
     (["reproduce", "--out", "{w}/plain.txt", "--quick"], "is a file, not a directory"),
     (["sweep", "{w}/sweeps"], "is a directory"),
     (["sweep", "{w}/unknown.yaml"], "'learning_speed' is not an option of abcmini train"),

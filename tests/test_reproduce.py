@@ -52,7 +52,7 @@ def test_recipe_names_a_calibration_layer_for_every_main_task():
     for task in MAIN_TASKS:
         experiment = resolve(PAPER, Cell(task, "abc", 0))
         depth = experiment.source.model_config().dec_layers
-        assert experiment.calibration.layers == dict(PAPER.calibration_layers)[task]
+        assert experiment.calibration.layers == dict(PAPER.task_layers)[task]
         assert all(-depth <= layer < depth for layer in experiment.calibration.layers)
 
 

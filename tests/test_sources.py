@@ -33,7 +33,7 @@ def test_a_shipped_source_calibrates_directly(path, tmp_path):
     result = CliRunner().invoke(app, ["calibrate", path, "--samples", 100, "--no-wandb", "--out", str(tmp_path / "bias.pt")])
     assert result.exit_code == 0, result.output
     payload = torch.load(tmp_path / "bias.pt", weights_only=True)
-    assert payload["calibration"]["layers"] == list(dict(PAPER.calibration_layers)[payload["task"]])
+    assert payload["calibration"]["layers"] == list(dict(PAPER.task_layers)[payload["task"]])
     assert "recipe paper's calibration" in result.output
     # and an ABC cell may calibrate from it (no retraining of the source)
     result = CliRunner().invoke(app, ["train", "--task", payload["task"], "--method", "abc", "--source", path, "--dry-run"])
@@ -44,6 +44,6 @@ def test_a_shipped_source_cannot_be_trained_further(tmp_path):
     import shutil
 
     shutil.copytree(SOURCES[0], tmp_path / "source")
-    task = SOURCES[0].split(os.sep)[-2]
-    result = CliRunner().invoke(app, ["train", "--task", task, "--steps", "20000", "--stop-at", "1.0", "--resume", "--no-wandb", "--out", str(tmp_path / "source")])
+    task, name = SOURCES[0].split(os.sep)[-2:]
+    result = CliRunner().invoke(app, ["train", "--task", task, "--seed", name.rsplit("-s", 1)[1], "--steps", "40000", "--stop-at", "1.0", "--train-on", "3", "--resume", "--no-wandb", "--out", str(tmp_path / "source")])
     assert result.exit_code == 2 and "weights-only checkpoint" in result.stderr, result.output
