@@ -100,7 +100,7 @@ class Recipe:
     abc_scheme: str = why("nope", "ABC retrains without positional encoding: the bias is its only position signal")
     calibration: Calibration = why(Calibration(), "ABC's calibration settings")
     task_layers: tuple = why((("successor", (0,)), ("addition", (0, 1)), ("nx1", (-1,))),
-                                    "per task, the decoder layers that hold its algorithm (other tasks: calibration.layers)")
+                       "per task, the decoder layers that hold its algorithm (other tasks: calibration.layers)")
     changes: tuple = why((), "the reasons for the values that differ from the recipe this one is based on")
 
     def __post_init__(self):
