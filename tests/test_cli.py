@@ -150,10 +150,10 @@ def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
     settings = united["calibration"]
     assert settings["layers"] == [0, 1] and united["attention"]["cross"].shape[0] == 2 and settings["empty"] == "silent" and settings["skip_start"]
     assert torch.equal(united["attention"]["cross"][0], other["attention"]["cross"][0])
-    every = tmp_path / "bias-all.pt"  # the recipe auto's spelling: every decoder layer of this 2-layer model
+    every_path = tmp_path / "bias-all.pt"  # the recipe auto's spelling: every decoder layer of this 2-layer model
     assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--layers", "all", "--directions", "1,-1,0",
-                  "--cross-directions=-1,0", "--empty", "silent", "--skip-start", "--out", every).exit_code == 0
-    every = torch.load(every, weights_only=True)
+                  "--cross-directions=-1,0", "--empty", "silent", "--skip-start", "--out", every_path).exit_code == 0
+    every = torch.load(every_path, weights_only=True)
     assert every["calibration"]["layers"] == [0, 1]
     assert all(torch.equal(x, y) for x, y in zip(Calibrated.from_state(every["bias"])(8, 7), Calibrated.from_state(united["bias"])(8, 7)))
     # every cross line open in layer 0's calibration is open in the united bias (heads that have lines;
