@@ -147,7 +147,8 @@ QUICK = PAPER.derive(
 AUTO = PAPER.derive(
     name=("auto", "the paper's protocol, with one calibration procedure for every task and seed"),
     task_layers=((), "no per-task choice of layers"),
-    calibration_layers=("all", "every layer's lines, united into one bias: no layer to choose, none left without lines"),
+    calibration_layers=("all", "every decoder layer: no layer to choose"),
+    calibration_per_layer=(True, "each layer calibrated from its own attention keeps its own bias (paper, end of section 4)"),
     calibration_anchors=("segments", "a line reads the same operand digit at every frame width"),
     calibration_verticals=("markers", "a vertical on a digit reads one fixed position on every row; it misled the retraining"),
     abc_train_on=(3.0, "anchored biases keep extrapolating when trained on: rarer carry errors on long numbers"),
@@ -161,6 +162,7 @@ LONG = AUTO.derive(
     train_on=(3.0, "ABS windows train on to 3x the step that reached stop_at: carries over hundreds of digits need it"),
     valid_size=(500, "half the validation set: minutes, not hours"),
     calibration_kappa_cross=(2.5, "a pad-12 frame has few lines; none stands 4.5 sigma out"),
+    calibration_per_layer=(False, "every layer's lines united into one bias: a bias per layer starved two pad-12 sources"),
 )
 RECIPES = {recipe.name: recipe for recipe in (PAPER, QUICK, AUTO, LONG)}
 
