@@ -156,6 +156,18 @@ def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
     every = torch.load(every_path, weights_only=True)
     assert every["calibration"]["layers"] == [0, 1]
     assert all(torch.equal(x, y) for x, y in zip(Calibrated.from_state(every["bias"])(8, 7), Calibrated.from_state(united["bias"])(8, 7)))
+    # the recipe auto: a bias per decoder layer, each exactly that layer's own calibration
+    from abcmini.biases import PerLayer, scaffold_from_state
+
+    own = {}
+    for name, layer in (("auto", []), ("auto0", ["--layers", 0, "--united"]), ("auto1", ["--layers", 1, "--united"])):
+        assert invoke("calibrate", trained_run, "--recipe", "auto", "--samples", 200, "--min-accuracy", 0.8, *layer,
+                      "--out", tmp_path / f"{name}.pt").exit_code == 0
+        own[name] = scaffold_from_state(torch.load(tmp_path / f"{name}.pt", weights_only=True)["bias"])
+    assert isinstance(own["auto"], PerLayer) and len(own["auto"].layers) == 2
+    for layer in (0, 1):
+        assert all(torch.equal(x, y) for x, y in zip(own["auto"].layers[layer](8, 7), own[f"auto{layer}"](8, 7))), layer
+    assert not all(torch.equal(x, y) for x, y in zip(own["auto0"](8, 7), own["auto1"](8, 7)))
     # every cross line open in layer 0's calibration is open in the united bias (heads that have lines;
     # --skip-start changes self-attention only)
     first_cross = Calibrated.from_state(other["bias"]).cross_attention
