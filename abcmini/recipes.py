@@ -95,6 +95,7 @@ class Recipe:
     steps_addition_plain: int = why(20000, "Vanilla Addition sits on a loss plateau for thousands of steps")
     steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
     steps_parity_plain: int = why(300, "Parity without a window fails and its long sequences are costly; capped short")
+    steps_nx1_window: int = why(4000, "N×1 with an ABS window: the same cap as every run")
     scaffold_pe_scale: float = why(1 / 16, "+w=W: the uncycled sinusoidal encoding at 1/16 amplitude beside the window")
     cpi_from: str = why("start", "CPI (+T=3) counts input positions from the first token (the paper)")
     abc_scheme: str = why("nope", "ABC retrains without positional encoding: the bias is its only position signal")
@@ -163,6 +164,7 @@ LONG = AUTO.derive(
     valid_size=(500, "half the validation set: minutes, not hours"),
     calibration_kappa_cross=(2.5, "a pad-12 frame has few lines; none stands 4.5 sigma out"),
     calibration_per_layer=(False, "every layer's lines united into one bias: a bias per layer starved two pad-12 sources"),
+    steps_nx1_window=(12000, "N×1 +T=3 reaches 99.9% late; trained on to 3x it passed 4,000 steps, and the cap cut carries short"),
 )
 RECIPES = {recipe.name: recipe for recipe in (PAPER, QUICK, AUTO, LONG)}
 

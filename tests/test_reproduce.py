@@ -7,8 +7,8 @@ from typer.testing import CliRunner
 
 from dataclasses import replace
 
-from abcmini.experiment import MAIN_TASKS, Cell, resolve
-from abcmini.recipes import PAPER, Recipe
+from abcmini.experiment import MAIN_TASKS, Cell, canonical_method, resolve
+from abcmini.recipes import LONG, PAPER, Recipe
 from abcmini.reproduce import next_job, plan, read_invocations, run_all, table_cells
 from abcmini.report import collect, costs, markdown, summarize, wall_time
 from cli import app
@@ -39,6 +39,12 @@ def test_recipe_caps_the_runs_expected_to_fail():
     assert steps == {("parity", "vanilla"): PAPER.steps_parity_plain, ("parity", "NoPE+w=1"): PAPER.steps,
                      ("successor", "vanilla"): PAPER.steps, ("addition", "alibi"): PAPER.steps_alibi,
                      ("addition", "vanilla"): PAPER.steps_addition_plain, ("addition", "+T=3"): PAPER.steps}
+    # recipe long: N×1 with a window gets its own cap, and only it
+    caps = {(task, method): resolve(LONG, Cell(task, canonical_method(method), 0)).run.steps
+            for task, method in [("nx1", "+T=3"), ("nx1", "abc"), ("nx1", "vanilla"), ("addition", "+T=3")]}
+    assert caps == {("nx1", "+T=3"): LONG.steps_nx1_window, ("nx1", "abc"): LONG.steps, ("nx1", "vanilla"): LONG.steps,
+                    ("addition", "+T=3"): LONG.steps}
+    assert LONG.steps_nx1_window > LONG.steps and PAPER.steps_nx1_window == PAPER.steps
 
 
 def test_recipe_gives_in_attention_schemes_an_encoder():
