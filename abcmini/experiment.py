@@ -239,7 +239,7 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int) -> RunConfig:
         steps = recipe.steps_addition_plain
     if task in ("parity", "parity_class") and not scaffolded:
         steps = recipe.steps_parity_plain
-    if task == "nx1" and window is not None:
+    if task == "nx1" and window is not None and recipe.steps_nx1_window is not None:
         steps = recipe.steps_nx1_window
     return RunConfig(
         task=task, scheme=scheme, period=period, cpi_from=recipe.cpi_from if period else "start", window=window, bias_file=ABC_BIAS if abc else None, preset=recipe.preset,

@@ -95,7 +95,7 @@ class Recipe:
     steps_addition_plain: int = why(20000, "Vanilla Addition sits on a loss plateau for thousands of steps")
     steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
     steps_parity_plain: int = why(300, "Parity without a window fails and its long sequences are costly; capped short")
-    steps_nx1_window: int = why(4000, "N×1 with an ABS window: the same cap as every run")
+    steps_nx1_window: int | None = why(None, "N×1 with an ABS window: its own step cap (none: steps)")
     scaffold_pe_scale: float = why(1 / 16, "+w=W: the uncycled sinusoidal encoding at 1/16 amplitude beside the window")
     cpi_from: str = why("start", "CPI (+T=3) counts input positions from the first token (the paper)")
     abc_scheme: str = why("nope", "ABC retrains without positional encoding: the bias is its only position signal")
