@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from dataclasses import replace
 
-from abcmini.experiment import MAIN_TASKS, Cell, canonical_method, resolve
+from abcmini.experiment import MAIN_TASKS, Cell, resolve
 from abcmini.recipes import LONG, PAPER, Recipe
 from abcmini.reproduce import next_job, plan, read_invocations, run_all, table_cells
 from abcmini.report import collect, costs, markdown, summarize, wall_time
@@ -40,7 +40,7 @@ def test_recipe_caps_the_runs_expected_to_fail():
                      ("successor", "vanilla"): PAPER.steps, ("addition", "alibi"): PAPER.steps_alibi,
                      ("addition", "vanilla"): PAPER.steps_addition_plain, ("addition", "+T=3"): PAPER.steps}
     # recipe long: N×1 with a window gets its own cap, and only it
-    caps = {(task, method): resolve(LONG, Cell(task, canonical_method(method), 0)).run.steps
+    caps = {(task, method): run(task, method, LONG).steps
             for task, method in [("nx1", "+T=3"), ("nx1", "abc"), ("nx1", "vanilla"), ("addition", "+T=3")]}
     assert caps == {("nx1", "+T=3"): LONG.steps_nx1_window, ("nx1", "abc"): LONG.steps, ("nx1", "vanilla"): LONG.steps,
                     ("addition", "+T=3"): LONG.steps}
