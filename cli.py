@@ -194,6 +194,7 @@ def train(
     enc_layers: int = typer.Option(None, help="Encoder depth (0: cross-attention reads the embedded input)."),
     pe_scale: float = typer.Option(None, help="Amplitude of the sinusoidal encoding."),
     pad_width: int = typer.Option(None, help="The fixed frame: operands padded to this many digits."),
+    abc_pad_width: int = typer.Option(None, help="ABC: the frame its source and retraining train in (tested in --pad-width's)."),
     growing: bool = typer.Option(False, "--growing", help="Growing geometry: the pad width follows the length."),
     data_seed: int = typer.Option(None, help="Seed of the number pool and its train/validation split."),
     steps: int = typer.Option(None, help="Step cap."),
@@ -233,7 +234,8 @@ def train(
     with user_errors():
         chosen = load_recipe(recipe)
         cell = ex.Cell.of(task, method, seed, window, period)
-        overrides = {"preset": preset, "enc_layers": enc_layers, "pe_scale": pe_scale, "pad_width": pad_width, "data_seed": data_seed,
+        overrides = {"preset": preset, "enc_layers": enc_layers, "pe_scale": pe_scale, "pad_width": pad_width, "abc_pad_width": abc_pad_width,
+                     "data_seed": data_seed,
                      "steps": steps, "stop_at": stop_at, "train_on": train_on, "batch_size": batch_size, "lr": lr, "warmup": warmup,
                      "eval_every": eval_every, "valid_size": valid_size, "bias_file": bias and os.path.abspath(bias),
                      "kappa_cross": kappa_cross, "kappa_self": kappa_self,
@@ -300,18 +302,9 @@ def evaluate(
 def calibrate_command(
     run_dir: str = typer.Argument(..., help="A run that has interpolated (trained without scaffolding)."),
     recipe: str = typer.Option(None, help="Recipe whose calibration settings apply [default: the run's, else paper]."),
-    layers: str = typer.Option(None, help="Decoder layers to calibrate, comma-separated (-1: the last), or all."),
-    directions: str = typer.Option(None, help="Self-attention directions Δ: 1 diagonal, -1 anti-diagonal, 0 vertical."),
-    cross_directions: str = typer.Option(None, help="Cross-attention directions Δ."),
     kappa_cross: float = typer.Option(None, help="Cross-attention dropoff factor: keep d_l > μ + κσ."),
     kappa_self: float = typer.Option(None, help="Self-attention dropoff factor."),
     min_support: float = typer.Option(None, help="Extend only lines crossing this fraction of the trusted rows (0: all)."),
-    drop_padding: bool = typer.Option(None, "--drop-padding/--keep-padding", help="Drop lines that read padding."),
-    empty: str = typer.Option(None, help="A head with no line: silent (reads the start marker) | transparent."),
-    skip_start: bool = typer.Option(None, "--skip-start/--count-start", help="Average diagonals without their SOS cell."),
-    per_layer: bool = typer.Option(None, "--per-layer/--united", help="Each decoder layer its own bias, or one for all."),
-    anchors: str = typer.Option(None, help="Cross lines counted from the matrix corner | from each input segment's last digit."),
-    verticals: str = typer.Option(None, help="Vertical lines on any column | only on markers ($, the operator, SOS)."),
     samples: int = typer.Option(None, help="Training inputs decoded to average the attention over."),
     seed: int = typer.Option(None, help="Seed of that subset."),
     min_accuracy: float = typer.Option(None, help="Refuse a run below this validation exact match."),
@@ -335,12 +328,9 @@ def calibrate_command(
         chosen = load_recipe(name if name in RECIPES or recipe else "paper")
         state = load_checkpoint(run_dir)
         task = state["config"]["task"]
-        given = {"layers": layers and ("all" if layers == "all" else parse_integers(layers, "--layers")), "self_directions": directions and parse_integers(directions, "--directions"),
-                 "cross_directions": cross_directions and parse_integers(cross_directions, "--cross-directions"),
-                 "kappa_cross": kappa_cross, "kappa_self": kappa_self, "min_support": min_support, "drop_padding": drop_padding,
-                 "empty": empty, "skip_start": skip_start, "per_layer": per_layer, "anchors": anchors, "verticals": verticals, "samples": samples, "seed": seed,
+        given = {"kappa_cross": kappa_cross, "kappa_self": kappa_self, "min_support": min_support, "samples": samples, "seed": seed,
                  "min_accuracy": min_accuracy}
-        settings = replace(chosen.calibration_for(task), **{k: v for k, v in given.items() if v is not None})
+        settings = replace(chosen.calibration, **{k: v for k, v in given.items() if v is not None})
         cfg = RunConfig(**state["config"])
         check_memory(cfg, "cpu", settings.samples, "calibration")
         path = out or os.path.join(run_dir, "abc_bias.pt")

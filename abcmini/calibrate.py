@@ -10,11 +10,12 @@ the start cell) each fix a measured failure: docs/recipe.md.
 
 import functools
 import os
+from dataclasses import asdict
 
 import torch
 from einops import rearrange
 
-from abcmini.biases import NEG_INF, Calibrated, LineBias, PerLayer, in_segment, line_ids
+from abcmini.biases import NEG_INF, Calibrated, LineBias, in_segment, line_ids
 from abcmini.errors import UserError
 from abcmini.recipes import Calibration
 from abcmini.store import load_checkpoint, save_bias
@@ -154,11 +155,16 @@ def marker_columns(task: str, n_src: int) -> torch.Tensor:
     return columns
 
 
+SELF_DIRECTIONS = (1, 0)  # diagonals and verticals; an anti-diagonal of a causal square is never extended
+CROSS_DIRECTIONS = (-1, 0)  # anti-diagonals and verticals: the digit alignments of reversed outputs
+
+
 def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
-    """ABC steps 1–5 for a trained run: refuse it unless it interpolated, decode
-    ``settings.samples`` seeded training inputs, average the attention of ``settings.layers`` (all: every one),
-    calibrate each layer and unite their lines (``per_layer``: calibrate every decoder layer and
-    keep each bias for its own layer), and save the bias file at ``out``. Returns the
+    """ABC steps 1–5 for a trained run, the one procedure of docs/recipe.md: refuse it unless it
+    interpolated, decode ``settings.samples`` seeded training inputs, average every decoder
+    layer's attention, calibrate each layer (cross lines anchored at the input's parts, verticals
+    only on markers, no line on padding, SOS left out of diagonals, empty heads silent), unite
+    their lines into one bias for every layer, and save the bias file at ``out``. Returns the
     saved payload plus the ``example`` it was computed on and the run's ``config``."""
     state = load_checkpoint(run_dir)
     cfg, model = load_model(state)
@@ -166,32 +172,22 @@ def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
     if reached < settings.min_accuracy:
         raise NotInterpolatedError(f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < "
                                    f"{settings.min_accuracy:.2%}; train it longer (--stop-at)")
-    depth = model.cfg.dec_layers
-    layers = tuple(range(depth)) if settings.per_layer or settings.layers == "all" else settings.layers
-    if not all(-depth <= layer < depth for layer in layers):
-        raise UserError(f"--layers {list(settings.layers)}: the model has {depth} decoder layers (0…{depth - 1}, or -1 for the last)")
+    layers = tuple(range(model.cfg.dec_layers))
     a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).train, settings.samples, torch.Generator().manual_seed(settings.seed))
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
     self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, layers=layers)
     src_padding = padding_cells(example.src)
     out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]
-    cross_rules = {"padding": src_padding.all(dim=0), "no_vertical": src_padding.any(dim=0)} if settings.drop_padding else {}
-    self_rules = {"no_vertical": out_padding.any(dim=0)} if settings.drop_padding else {}
-    if settings.verticals == "markers":
-        cross_rules["no_vertical"] = cross_rules.get("no_vertical", False) | ~marker_columns(cfg.task, src_padding.shape[-1])
-        self_rules["no_vertical"] = self_rules.get("no_vertical", False) | (torch.arange(out_padding.shape[-1]) > 0)
-    rules = {"min_support": settings.min_support, "transparent_empty": settings.empty == "transparent"}
-    anchors = cfg.task if settings.anchors == "segments" else None
-    per_layer = [Calibrated(calibrate(s, settings.kappa_self, settings.self_directions, right=False, causal=True,
-                                      skip_start=settings.skip_start, **self_rules, **rules),
-                            calibrate(c, settings.kappa_cross, settings.cross_directions, right=True, anchors=anchors,
-                                      **cross_rules, **rules))
+    cross_rules = {"padding": src_padding.all(dim=0), "no_vertical": src_padding.any(dim=0) | ~marker_columns(cfg.task, src_padding.shape[-1])}
+    self_rules = {"no_vertical": out_padding.any(dim=0) | (torch.arange(out_padding.shape[-1]) > 0)}
+    rules = {"min_support": settings.min_support, "transparent_empty": False}
+    per_layer = [Calibrated(calibrate(s, settings.kappa_self, SELF_DIRECTIONS, right=False, causal=True, skip_start=True, **self_rules, **rules),
+                            calibrate(c, settings.kappa_cross, CROSS_DIRECTIONS, right=True, anchors=cfg.task, **cross_rules, **rules))
                  for s, c in zip(self_avg, cross_avg)]
-    scaffold = PerLayer(tuple(per_layer)) if settings.per_layer else functools.reduce(Calibrated.union, per_layer)
+    scaffold = functools.reduce(Calibrated.union, per_layer)
     payload = {
         "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads, "aligned": cfg.aligned,
-        "calibration": {**{key: list(value) if isinstance(value, tuple) else value for key, value in vars(settings).items()},
-                        "layers": list(layers)},
+        "calibration": {**asdict(settings), "layers": list(layers)},
         "source": os.path.abspath(run_dir), "bias": scaffold.state(),
         "attention": {"self": self_avg, "cross": cross_avg},
     }

@@ -159,7 +159,8 @@ RUN_FIELDS = ("preset", "enc_layers", "pe_scale", "cpi_from", "pad_width", "data
 SHARED_FIELDS = ("preset", "pad_width", "data_seed", "batch_size", "lr", "warmup", "eval_every", "valid_size")  # source and retraining
 CALIBRATION_FIELDS = tuple(f.name for f in fields(Calibration))
 TEST_FIELDS = ("lengths", "test_seed", "test_frame")
-OVERRIDABLE = RUN_FIELDS + CALIBRATION_FIELDS + TEST_FIELDS
+OPTION_NAMES = {"bias_file": "bias"}  # fields the train command spells otherwise
+OVERRIDABLE = RUN_FIELDS + ("abc_pad_width",) + CALIBRATION_FIELDS + TEST_FIELDS
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,13 @@ class Experiment:
     lengths: tuple
     test_seed: int
     overrides: tuple = ()  # ((field, value), …) given on top of the recipe, sorted
-    test_frame: str = "fixed"  # fixed: every length in the training frame; follows: in a frame that grows with the length
+    test_frame: str = "fixed"  # fixed: every length in the protocol's frame; follows: in a frame that grows with the length
+    test_pad_width: int | None = 64  # the protocol's frame (None: growing geometry); ABC may train in another one
+
+    @property
+    def frame(self) -> int | None:
+        """The width a ``fixed`` test frame has: the protocol's (``follows`` grows from the training frame)."""
+        return self.test_pad_width if self.test_frame == "fixed" else self.run.pad_width
 
     @property
     def name(self) -> str:
@@ -207,12 +214,22 @@ class Experiment:
         """What groups this cell's runs (wandb ``group``): recipe, task and run name."""
         return f"{self.recipe}/{self.cell.task}/{self.name}"
 
+    @property
+    def command(self) -> str:
+        """The ``abcmini train`` command that runs this cell (a recipe file by its name)."""
+        options = ["--growing" if key == "pad_width" and value is None else f"--{OPTION_NAMES.get(key, key).replace('_', '-')}={_slug(value)}"
+                   for key, value in self.overrides]
+        return " ".join(["abcmini train --recipe", self.recipe, "--task", self.cell.task, "--method", self.cell.method,
+                         "--seed", str(self.cell.seed), *options])
+
     def source_experiment(self) -> "Experiment":
         """ABC's source as a cell of its own (Vanilla, the same seed and shared overrides)."""
-        shared = tuple((key, value) for key, value in self.overrides if key in SHARED_FIELDS)
+        shared = {key: value for key, value in self.overrides if key in SHARED_FIELDS and key != "pad_width"}
+        if self.source.pad_width != self.test_pad_width:  # trained in ABC's frame, not the protocol's: another cell
+            shared["pad_width"] = self.source.pad_width
         return Experiment(self.recipe, Cell(self.cell.task, "vanilla", self.cell.seed), run=self.source, source=None,
-                          calibration=None, lengths=self.lengths, test_seed=self.test_seed, overrides=shared,
-                          test_frame=self.test_frame)
+                          calibration=None, lengths=self.lengths, test_seed=self.test_seed, overrides=tuple(sorted(shared.items())),
+                          test_frame=self.test_frame, test_pad_width=self.source.pad_width)
 
     def to_dict(self) -> dict:
         """As JSON holds it (tuples as lists): what ``experiment.json`` and ``--dry-run`` show."""
@@ -223,14 +240,14 @@ class Experiment:
                 "source": self.source.to_dict() if self.source else None,
                 "calibration": asdict(self.calibration) if self.calibration else None,
                 "lengths": list(self.lengths), "test_seed": self.test_seed, "test_frame": self.test_frame,
-                "overrides": dict(self.overrides)}
+                "test_pad_width": self.test_pad_width, "overrides": dict(self.overrides), "command": self.command}
 
 
 def _slug(value) -> str:
     return ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
 
 
-def _run_config(recipe: Recipe, task: str, method: str, seed: int) -> RunConfig:
+def _run_config(recipe: Recipe, task: str, method: str, seed: int, pad_width: int | None) -> RunConfig:
     scheme, window, period = parse_method(method)
     abc = method == "abc"
     scaffolded = abc or window is not None
@@ -245,7 +262,7 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int) -> RunConfig:
         task=task, scheme=scheme, period=period, cpi_from=recipe.cpi_from if period else "start", window=window, bias_file=ABC_BIAS if abc else None, preset=recipe.preset,
         enc_layers=recipe.enc_layers_in_attention if scheme in IN_ATTENTION else recipe.enc_layers,
         pe_scale=recipe.scaffold_pe_scale if scaffolded and scheme == "vanilla" and period == 0 else 1.0,
-        pad_width=recipe.pad_width, seed=seed, steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,
+        pad_width=pad_width, seed=seed, steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,
         warmup=recipe.warmup, stop_at=recipe.stop_at if scaffolded else recipe.stop_at_plain,
         train_on=recipe.train_on if window is not None else recipe.abc_train_on if abc else 1.0, eval_every=recipe.eval_every, valid_size=recipe.valid_size)
 
@@ -260,21 +277,24 @@ def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experi
         raise ConfigError(f"{unknown[0]!r} is not a field a run can override; fields are {', '.join(OVERRIDABLE)}")
     overrides = {key: tuple(value) if isinstance(value, list) else value for key, value in overrides.items()}
     abc = cell.method == "abc"
-    if not abc and any(key in CALIBRATION_FIELDS for key in overrides):
-        raise ConfigError(f"{next(k for k in overrides if k in CALIBRATION_FIELDS)} is an ABC setting; it applies to --method abc only")
+    if not abc and any(key in CALIBRATION_FIELDS or key == "abc_pad_width" for key in overrides):
+        raise ConfigError(f"{next(k for k in overrides if k in CALIBRATION_FIELDS or k == 'abc_pad_width')} is an ABC setting; it applies to --method abc only")
     if abc and "bias_file" in overrides:
         raise ConfigError("--method abc calibrates its own bias; drop --bias (or use --method vanilla --bias FILE)")
-    base = _run_config(recipe, cell.task, cell.method, cell.seed)
-    base_values = {**base.to_dict(), **asdict(recipe.calibration_for(cell.task)), "lengths": recipe.lengths, "test_seed": recipe.test_seed,
-                   "test_frame": recipe.test_frame}
+    frame = overrides.get("pad_width", recipe.pad_width)  # the protocol's frame
+    train_width = overrides.get("abc_pad_width", recipe.abc_pad_width) if abc else frame
+    base = _run_config(recipe, cell.task, cell.method, cell.seed, recipe.abc_pad_width if abc else recipe.pad_width)
+    base_values = {**base.to_dict(), "pad_width": recipe.pad_width, "abc_pad_width": recipe.abc_pad_width, **asdict(recipe.calibration),
+                   "lengths": recipe.lengths, "test_seed": recipe.test_seed, "test_frame": recipe.test_frame}
     overrides = {key: value for key, value in overrides.items() if base_values.get(key, ...) != value}  # the recipe's own value is no override
-    run_fields = {key: value for key, value in overrides.items() if key in RUN_FIELDS}
+    run_fields = {key: value for key, value in overrides.items() if key in RUN_FIELDS and key != "pad_width"}
     try:
-        run = replace(base, **run_fields)
+        run = replace(base, **run_fields, pad_width=train_width)
         source = calibration = None
         if abc:
-            source = replace(_run_config(recipe, cell.task, "vanilla", cell.seed), **{k: v for k, v in run_fields.items() if k in SHARED_FIELDS})
-            calibration = replace(recipe.calibration_for(cell.task), **{k: v for k, v in overrides.items() if k in CALIBRATION_FIELDS})
+            source = replace(_run_config(recipe, cell.task, "vanilla", cell.seed, train_width),
+                             **{k: v for k, v in run_fields.items() if k in SHARED_FIELDS})
+            calibration = replace(recipe.calibration, **{k: v for k, v in overrides.items() if k in CALIBRATION_FIELDS})
     except TypeError as error:  # a value of the wrong type in a recipe file or an override
         raise ConfigError(str(error)) from None
     lengths = tuple(overrides.get("lengths", recipe.lengths))
@@ -282,11 +302,11 @@ def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experi
         raise ConfigError(f"lengths must be whole numbers of at least 1, got {list(lengths)}")
     test_frame = overrides.get("test_frame", recipe.test_frame)
     check_test_frame(test_frame)
-    if test_frame == "fixed" and run.pad_width is not None and max(lengths) > run.pad_width:
-        raise ConfigError(f"length {max(lengths)} does not fit the pad width {run.pad_width}; pass a wider --pad-width, "
+    if test_frame == "fixed" and frame is not None and max(lengths) > frame:
+        raise ConfigError(f"length {max(lengths)} does not fit the pad width {frame}; pass a wider --pad-width, "
                           "shorter --lengths or --test-frame follows")
     return Experiment(recipe.name, cell, run, source, calibration, lengths, overrides.get("test_seed", recipe.test_seed),
-                      tuple(sorted(overrides.items())), test_frame)
+                      tuple(sorted(overrides.items())), test_frame, frame)
 
 
 def cell_dir(root: str, experiment: Experiment) -> str:

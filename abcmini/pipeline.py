@@ -149,15 +149,23 @@ def calibrate_stage(source_dir: str, out: str, settings: Calibration, experiment
     return {**result, "seconds": seconds, "pngs": pngs}
 
 
+def protocol_width(experiment: dict | None, cfg: RunConfig) -> int | None:
+    """The protocol's frame: the experiment's ``test_pad_width`` (ABC trains in a frame of its
+    own), else the run's training frame (records from before the field existed)."""
+    return (experiment or {}).get("test_pad_width", cfg.pad_width)
+
+
 def record(experiment: dict | None, cfg: RunConfig, history: list, test_seed: int, accuracy: dict, **extra) -> dict:
     """The result record of a run: its identity (``experiment``, the run's ``experiment.json``),
     protocol, training cost and accuracy per length."""
     experiment, last = experiment or {}, history[-1] if history else {}
+    calibration = {"calibration": experiment["calibration"]} if experiment.get("calibration") else {}
     return {"task": cfg.task, "method": cfg.label, "cell_method": experiment.get("cell", {}).get("method"), "scheme": cfg.scheme,
-            "window": cfg.window, "period": cfg.period, "preset": cfg.preset, "pad_width": cfg.pad_width, "seed": cfg.seed,
-            "recipe": experiment.get("recipe"), "overrides": experiment.get("overrides", {}), "test_seed": test_seed,
+            "window": cfg.window, "period": cfg.period, "preset": cfg.preset, "pad_width": protocol_width(experiment, cfg),
+            "train_pad_width": cfg.pad_width, "seed": cfg.seed,
+            "recipe": experiment.get("recipe"), "overrides": experiment.get("overrides", {}), **calibration, "test_seed": test_seed,
             "train_steps": last.get("step"), "train_seconds": last.get("seconds"), "valid_acc": last.get("valid_acc"),
-            "version": __version__, "commit": commit(), **extra, "accuracy": {str(n): acc for n, acc in accuracy.items()}}
+            "version": __version__, "commit": commit(), "command": experiment.get("command"), **extra, "accuracy": {str(n): acc for n, acc in accuracy.items()}}
 
 
 def evaluate(run_dir: str, experiment: dict | None, cfg: RunConfig, model, history: list, lengths, test_seed: int,
@@ -175,7 +183,7 @@ def evaluate(run_dir: str, experiment: dict | None, cfg: RunConfig, model, histo
         if str(length) in done:
             continue
         began = time.perf_counter()
-        frame = pad_width_for(length, cfg.pad_width, follows, cfg.period)
+        frame = pad_width_for(length, cfg.pad_width if follows else protocol_width(experiment, cfg), follows, cfg.period)
         batch = batch_for(cfg, frame, batch_size)
         with hooks.evaluating(length, batches=-(-extrapolation_set_size(length) // batch)) as advance:
             accuracy[length] = extrapolation_accuracy(model, cfg.task, length, frame, test_seed, cfg.aligned, batch, advance)
@@ -243,7 +251,7 @@ def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Ho
     if not lengths:
         raise UserError(f"{run_dir!r} has no experiment record to take test lengths from; pass --lengths")
     follows = (experiment or {}).get("test_frame") == "follows"
-    frames = [pad_width_for(length, cfg.pad_width, follows, cfg.period) for length in lengths]  # every length fits, the batches
+    frames = [pad_width_for(length, cfg.pad_width if follows else protocol_width(experiment, cfg), follows, cfg.period) for length in lengths]  # every length fits, the batches
     check_evaluation(cfg, max(frames), device)  # fit in memory and the record can be written, before any work
     check_writable(run_dir, "RUN_DIR")
     test_seed = test_seed if test_seed is not None else (experiment or {}).get("test_seed", 0)

@@ -32,31 +32,17 @@ def why(default, reason: str):
 
 @dataclass(frozen=True)
 class Calibration:
-    """ABC's calibration settings (paper §4, Algorithm 1, and the rules docs/recipe.md explains)."""
+    """ABC's calibration settings: one procedure for every recipe and task (paper §4, Algorithm 1,
+    with the rules docs/recipe.md explains; their fixed parts live in ``abcmini.calibrate``)."""
 
-    layers: tuple | str = why((-1,), "decoder layers whose attention is calibrated (-1: the last, as in the paper; all: every one)")
-    self_directions: tuple = why((1, 0), "self-attention diagonals and verticals; an anti-diagonal of a causal square is never extended")
-    cross_directions: tuple = why((-1, 0), "cross-attention anti-diagonals and verticals: the digit alignments of reversed outputs")
     kappa_self: float = why(0.87, "the paper's dropoff factor for self-attention")
-    kappa_cross: float = why(4.5, "the paper's dropoff factor for cross-attention")
+    kappa_cross: float = why(2.5, "ABC calibrates in a pad-12 frame, whose few cross lines never stand the paper's 4.5 sigma out")
     min_support: float = why(0.5, "extend only lines crossing half of the trusted rows, and the last one")
-    drop_padding: bool = why(True, "no line that reads the zeros in front of a number")
-    empty: str = why("silent", "a head with no line reads only the start marker, not the whole input")
-    skip_start: bool = why(True, "self-attention diagonals are averaged without their cell on SOS")
-    per_layer: bool = why(False, "one bias for all layers, united from `layers` (the paper); true: every layer its own")
-    anchors: str = why("corner", "cross lines counted from the matrix corner (the paper); segments: from each input part's last digit")
-    verticals: str = why("any", "a vertical line may stand on any column (the paper); markers: only on a one-token part or SOS")
     samples: int = why(1000, "training inputs decoded to average the attention over")
     seed: int = why(0, "seed of that subset of training inputs")
     min_accuracy: float = why(0.99, "refuse a source below this validation exact match: it has not interpolated")
 
     def __post_init__(self):
-        if self.empty not in ("silent", "transparent"):
-            raise ConfigError(f"empty heads are silent or transparent, not {self.empty!r}")
-        if self.verticals not in ("any", "markers"):
-            raise ConfigError(f"verticals stand on any column or on markers, not {self.verticals!r}")
-        if self.anchors not in ("corner", "segments"):
-            raise ConfigError(f"lines are anchored at the corner or at segments, not {self.anchors!r}")
         for name in ("kappa_self", "kappa_cross", "min_support", "min_accuracy"):
             if not math.isfinite(getattr(self, name)):
                 raise ConfigError(f"{name} must be a finite number, got {getattr(self, name)}")
@@ -64,10 +50,6 @@ class Calibration:
             raise ConfigError(f"min_support must lie in [0, 1], got {self.min_support}")
         if self.samples < 1:
             raise ConfigError(f"--samples must be at least 1, got {self.samples}")
-        if isinstance(self.layers, str) and self.layers != "all":
-            raise ConfigError(f"calibration layers are a list of decoder layers or all, not {self.layers!r}")
-        if not self.layers or not self.self_directions or not self.cross_directions:
-            raise ConfigError("calibration layers and directions must not be empty")
 
 
 @dataclass(frozen=True)
@@ -90,7 +72,8 @@ class Recipe:
     stop_at: float = why(0.999, "scaffolded runs (ABS, ABC retraining) stop at 99.9% validation")
     stop_at_plain: float = why(0.995, "unscaffolded runs stop at interpolation, enough for ABC's 99%")
     train_on: float = why(1.5, "ABS windows train on to 1.5x the step that reached stop_at: long carries need it")
-    abc_train_on: float = why(1.0, "ABC retraining stops at stop_at (trained on, the union bias lost extrapolation)")
+    abc_train_on: float = why(3.0, "ABC retraining trains on to 3x the step that reached stop_at: rarer carry errors on long numbers")
+    abc_pad_width: int = why(12, "ABC's source and retraining train in a pad-12 frame in every recipe: its lines are anchored at the input's parts, so the training frame does not matter, and its steps are cheap")
     steps: int = why(4000, "step cap of runs expected to interpolate")
     steps_addition_plain: int = why(20000, "Vanilla Addition sits on a loss plateau for thousands of steps")
     steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
@@ -100,15 +83,10 @@ class Recipe:
     cpi_from: str = why("start", "CPI (+T=3) counts input positions from the first token (the paper)")
     abc_scheme: str = why("nope", "ABC retrains without positional encoding: the bias is its only position signal")
     calibration: Calibration = why(Calibration(), "ABC's calibration settings")
-    task_layers: tuple = why((("successor", (0,)), ("addition", (0, 1)), ("nx1", (-1,))),
-                       "per task, the decoder layers that hold its algorithm (other tasks: calibration.layers)")
     changes: tuple = why((), "the reasons for the values that differ from the recipe this one is based on")
 
     def __post_init__(self):
         check_test_frame(self.test_frame)
-
-    def calibration_for(self, task: str) -> Calibration:
-        return replace(self.calibration, layers=dict(self.task_layers).get(task, self.calibration.layers))
 
     def derive(self, **changes) -> "Recipe":
         """A recipe based on this one: each change is ``field=(value, reason)``; calibration
@@ -143,18 +121,8 @@ QUICK = PAPER.derive(
     steps=(1500, "a pad-24 run converges in a few hundred steps"),
     valid_size=(500, "half the validation set: minutes, not hours"),
     calibration_samples=(500, "half the calibration inputs"),
-    calibration_kappa_cross=(3.0, "a pad-24 frame has too few lines for any to stand 4.5 sigma out"),
 )
-AUTO = PAPER.derive(
-    name=("auto", "the paper's protocol, with one calibration procedure for every task and seed"),
-    task_layers=((), "no per-task choice of layers"),
-    calibration_layers=("all", "every decoder layer: no layer to choose"),
-    calibration_per_layer=(True, "each layer calibrated from its own attention keeps its own bias (paper, end of section 4)"),
-    calibration_anchors=("segments", "a line reads the same operand digit at every frame width"),
-    calibration_verticals=("markers", "a vertical on a digit reads one fixed position on every row; it misled the retraining"),
-    abc_train_on=(3.0, "anchored biases keep extrapolating when trained on: rarer carry errors on long numbers"),
-)
-LONG = AUTO.derive(
+LONG = PAPER.derive(
     name=("long", "beyond the training frame: train in a pad-12 frame, test up to 500 digits in frames that follow the length"),
     pad_width=(12, "a small frame: cheap steps; the scaffolds do not depend on its width"),
     lengths=((6, 10, 20, 60, 100, 200, 500), "from inside the training frame to 70 times the longest training number"),
@@ -162,11 +130,9 @@ LONG = AUTO.derive(
     cpi_from=("end", "CPI counted from the least significant digit keeps each digit's phase in any frame"),
     train_on=(3.0, "ABS windows train on to 3x the step that reached stop_at: carries over hundreds of digits need it"),
     valid_size=(500, "half the validation set: minutes, not hours"),
-    calibration_kappa_cross=(2.5, "a pad-12 frame has few lines; none stands 4.5 sigma out"),
-    calibration_per_layer=(False, "every layer's lines united into one bias: a bias per layer starved two pad-12 sources"),
     steps_nx1_window=(12000, "N×1 +T=3 reaches 99.9% late; trained on to 3x it passed 4,000 steps, and the cap cut carries short"),
 )
-RECIPES = {recipe.name: recipe for recipe in (PAPER, QUICK, AUTO, LONG)}
+RECIPES = {recipe.name: recipe for recipe in (PAPER, QUICK, LONG)}
 
 
 def _tuples(value):
