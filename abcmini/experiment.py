@@ -247,10 +247,11 @@ def _slug(value) -> str:
     return ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
 
 
-def _run_config(recipe: Recipe, task: str, method: str, seed: int, pad_width: int | None) -> RunConfig:
+def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = False) -> RunConfig:
+    """The run of a cell, or with ``abc`` of ABC's source or retraining: those train in ABC's own
+    frame and validation set, the same in every recipe, so one training serves every protocol."""
     scheme, window, period = parse_method(method)
-    abc = method == "abc"
-    scaffolded = abc or window is not None
+    scaffolded = method == "abc" or window is not None
     steps = recipe.steps_alibi if scheme == "alibi" else recipe.steps
     if task == "addition" and method == "vanilla":
         steps = recipe.steps_addition_plain
@@ -259,12 +260,13 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int, pad_width: in
     if task == "nx1" and window is not None and recipe.steps_nx1_window is not None:
         steps = recipe.steps_nx1_window
     return RunConfig(
-        task=task, scheme=scheme, period=period, cpi_from=recipe.cpi_from if period else "start", window=window, bias_file=ABC_BIAS if abc else None, preset=recipe.preset,
+        task=task, scheme=scheme, period=period, cpi_from=recipe.cpi_from if period else "start", window=window, bias_file=ABC_BIAS if method == "abc" else None, preset=recipe.preset,
         enc_layers=recipe.enc_layers_in_attention if scheme in IN_ATTENTION else recipe.enc_layers,
         pe_scale=recipe.scaffold_pe_scale if scaffolded and scheme == "vanilla" and period == 0 else 1.0,
-        pad_width=pad_width, seed=seed, steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,
+        pad_width=recipe.abc_pad_width if abc else recipe.pad_width, seed=seed, steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,
         warmup=recipe.warmup, stop_at=recipe.stop_at if scaffolded else recipe.stop_at_plain,
-        train_on=recipe.train_on if window is not None else recipe.abc_train_on if abc else 1.0, eval_every=recipe.eval_every, valid_size=recipe.valid_size)
+        train_on=recipe.train_on if window is not None else recipe.abc_train_on if method == "abc" else 1.0, eval_every=recipe.eval_every,
+        valid_size=recipe.abc_valid_size if abc else recipe.valid_size)
 
 
 def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experiment:
@@ -283,7 +285,7 @@ def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experi
         raise ConfigError("--method abc calibrates its own bias; drop --bias (or use --method vanilla --bias FILE)")
     frame = overrides.get("pad_width", recipe.pad_width)  # the protocol's frame
     train_width = overrides.get("abc_pad_width", recipe.abc_pad_width) if abc else frame
-    base = _run_config(recipe, cell.task, cell.method, cell.seed, recipe.abc_pad_width if abc else recipe.pad_width)
+    base = _run_config(recipe, cell.task, cell.method, cell.seed, abc)
     base_values = {**base.to_dict(), "pad_width": recipe.pad_width, "abc_pad_width": recipe.abc_pad_width, **asdict(recipe.calibration),
                    "lengths": recipe.lengths, "test_seed": recipe.test_seed, "test_frame": recipe.test_frame}
     overrides = {key: value for key, value in overrides.items() if base_values.get(key, ...) != value}  # the recipe's own value is no override
@@ -292,8 +294,8 @@ def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experi
         run = replace(base, **run_fields, pad_width=train_width)
         source = calibration = None
         if abc:
-            source = replace(_run_config(recipe, cell.task, "vanilla", cell.seed, train_width),
-                             **{k: v for k, v in run_fields.items() if k in SHARED_FIELDS})
+            source = replace(_run_config(recipe, cell.task, "vanilla", cell.seed, abc=True),
+                             **{k: v for k, v in run_fields.items() if k in SHARED_FIELDS}, pad_width=train_width)
             calibration = replace(recipe.calibration, **{k: v for k, v in overrides.items() if k in CALIBRATION_FIELDS})
     except TypeError as error:  # a value of the wrong type in a recipe file or an override
         raise ConfigError(str(error)) from None

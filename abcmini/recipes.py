@@ -74,6 +74,7 @@ class Recipe:
     train_on: float = why(1.5, "ABS windows train on to 1.5x the step that reached stop_at: long carries need it")
     abc_train_on: float = why(3.0, "ABC retraining trains on to 3x the step that reached stop_at: rarer carry errors on long numbers")
     abc_pad_width: int = why(12, "ABC's source and retraining train in a pad-12 frame in every recipe: its lines are anchored at the input's parts, so the training frame does not matter, and its steps are cheap")
+    abc_valid_size: int = why(500, "…and validate on 500 numbers: with the frame, one ABC training serves every recipe's protocol")
     steps: int = why(4000, "step cap of runs expected to interpolate")
     steps_addition_plain: int = why(20000, "Vanilla Addition sits on a loss plateau for thousands of steps")
     steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
