@@ -450,7 +450,7 @@ def reproduce_command(
             if "traceback" in result:
                 errors.print(result["traceback"], soft_wrap=True, highlight=False, markup=False)
         else:
-            accs = " ".join(f"{n}:{100 * a:.1f}" for n, a in result["accuracy"].items())
+            accs = " ".join(f"{n}:{100 * a:.1f}" for n, a in result["accuracy"].items()) if "accuracy" in result else "(ABC source, not tested)"
             console.print(f"{time.perf_counter() - start:7.0f}s  {job.cell.task:<9} {result['method']:<16} s{job.cell.seed}  "
                           f"{result['train_steps']} steps {result['train_seconds']:.0f}s  {accs}", highlight=False, soft_wrap=True)
         progress.advance(bar)

@@ -201,6 +201,16 @@ def evaluate(run_dir: str, experiment: dict | None, cfg: RunConfig, model, histo
     return merged
 
 
+def train_source(experiment: Experiment, run_dir: str, device="cpu", hooks: Hooks | None = None,
+                 tracking: Tracking = Tracking()) -> Trainer:
+    """ABC's Vanilla source: trained (resuming) to interpolation, not tested; returns its trainer."""
+    os.makedirs(run_dir, exist_ok=True)
+    if read_experiment(run_dir) is None:
+        write_experiment(run_dir, experiment.to_dict())
+    trainer, _ = train_stage(experiment, run_dir, "source", device, hooks or Hooks(), tracking)
+    return trainer
+
+
 def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None, device="cpu",
              hooks: Hooks | None = None, tracking: Tracking = Tracking()) -> dict:
     """Train (resuming), calibrate (ABC), evaluate at the experiment's lengths; returns the
@@ -211,10 +221,7 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
     uses = None
     if experiment.calibration is not None:
         source_experiment = experiment.source_experiment()
-        os.makedirs(source_dir, exist_ok=True)
-        if read_experiment(source_dir) is None:
-            write_experiment(source_dir, source_experiment.to_dict())
-        source, _ = train_stage(source_experiment, source_dir, "source", device, hooks, tracking)
+        source = train_source(source_experiment, source_dir, device, hooks, tracking)
         bias_path = os.path.join(run_dir, ABC_BIAS)
         if not os.path.exists(bias_path):
             result = calibrate_stage(source_dir, bias_path, experiment.calibration, experiment.to_dict(), experiment.run, hooks,

@@ -16,12 +16,12 @@ import threading
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 
 from abcmini.errors import UserError
 from abcmini.experiment import MAIN_TASKS, Cell, Experiment, cell_dir, resolve
 from abcmini.recipes import Recipe
-from abcmini.pipeline import Tracking, run_cell, use_threads
+from abcmini.pipeline import Tracking, run_cell, train_source, use_threads
 from abcmini.store import read_eval, save_json
 
 WORKER_THREADS = 1
@@ -29,10 +29,12 @@ WORKER_THREADS = 1
 
 @dataclass(frozen=True)
 class Job:
-    """A resolved cell and where it runs (ABC: and the run directory of its source)."""
+    """A resolved cell and where it runs (ABC: and the run directory of its source).
+    ``train_only``: an ABC source that is no cell of the table, trained but not tested."""
 
     experiment: Experiment
     root: str
+    train_only: bool = field(default=False, compare=False)
 
     @property
     def run_dir(self) -> str:
@@ -48,9 +50,11 @@ class Job:
 
     def source(self) -> "Job":
         """The Vanilla cell an ABC job calibrates from."""
-        return Job(self.experiment.source_experiment(), self.root)
+        return Job(self.experiment.source_experiment(), self.root, train_only=True)
 
     def done(self) -> bool:
+        if self.train_only:  # resuming a finished training costs a checkpoint read
+            return False
         record = read_eval(self.run_dir) if os.path.isdir(self.run_dir) else None
         return record is not None and all(str(n) in record.get("accuracy", {}) for n in self.experiment.lengths)
 
@@ -64,17 +68,20 @@ def table_cells(tasks, methods, seeds) -> list[Cell]:
 
 def plan(recipe: Recipe, cells, root: str, overrides: dict | None = None) -> list[Job]:
     """A job per cell, resolved (and so validated) before any training; an ABC cell brings the
-    Vanilla cell it calibrates from."""
-    jobs = []
-    for cell in cells:
-        job = Job(resolve(recipe, cell, overrides), root)
-        jobs += [job, job.source()] if job.experiment.source else [job]
-    return list(dict.fromkeys(jobs))
+    Vanilla run it calibrates from, tested only where it is a cell of the table too."""
+    cells = [Job(resolve(recipe, cell, overrides), root) for cell in cells]
+    jobs = [one for job in cells for one in ([job, job.source()] if job.experiment.source else [job])]
+    return [replace(job, train_only=job not in cells) for job in dict.fromkeys(jobs)]
 
 
 def run_job(job: Job, tracking: Tracking = Tracking()) -> dict:
     """One cell in a worker: train, (calibrate,) evaluate; returns its result record."""
     use_threads(WORKER_THREADS)
+    if job.train_only:
+        trainer = train_source(job.experiment, job.run_dir, tracking=tracking)
+        last = trainer.history[-1] if trainer.history else {}
+        return {"task": job.cell.task, "method": job.experiment.run.label, "seed": job.cell.seed, "train_steps": last.get("step"),
+                "train_seconds": last.get("seconds"), "valid_acc": last.get("valid_acc")}
     if job.done():
         return read_eval(job.run_dir)
     return run_cell(job.experiment, job.run_dir, job.source_dir, tracking=tracking)
