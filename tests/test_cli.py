@@ -1,9 +1,11 @@
 import json
+from dataclasses import asdict
 
 import pytest
 import torch
 from typer.testing import CliRunner
 
+from abcmini.recipes import PAPER
 from cli import app
 
 runner = CliRunner()
@@ -125,70 +127,39 @@ def test_every_command_explains_every_option():
 
 
 def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
+    """The one procedure: every decoder layer calibrated and united into one bias, verticals only
+    on markers, empty heads silent; then a retraining with it and its evaluation."""
+    from abcmini.biases import Calibrated
+    from abcmini.calibrate import CROSS_DIRECTIONS, SELF_DIRECTIONS
+
     bias_file = tmp_path / "bias.pt"
-    paper_rule = ["--layers", -1, "--directions", "1,-1,0", "--cross-directions", "1,-1,0", "--empty", "transparent", "--count-start"]
-    result = invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, *paper_rule, "--out", bias_file)
+    result = invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--out", bias_file)
     assert result.exit_code == 0, result.output
     payload = torch.load(bias_file, weights_only=True)
     assert payload["task"] == "successor" and payload["pad_width"] == 7 and payload["heads"] == 4
-    from abcmini.biases import Calibrated
-
-    _, cross = Calibrated.from_state(payload["bias"])(8, 7)
-    anti_diagonal = torch.stack([cross[:, t, 6 - t] for t in range(7)], dim=1)  # [h t]
-    assert (anti_diagonal == 0).all(dim=1).any(), "no head calibrated onto the anti-diagonal"
-    first_layer = tmp_path / "bias0.pt"
-    assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, *paper_rule[:4], "--layers", 0,
-                  "--cross-directions=-1,0", "--empty", "transparent", "--out", first_layer).exit_code == 0
-    other = torch.load(first_layer, weights_only=True)
-    assert other["calibration"]["layers"] == [0] and payload["calibration"]["layers"] == [-1]
-    assert other["bias"]["cross"]["deltas"] == [-1, 0] and other["bias"]["self"]["deltas"] == [1, -1, 0]
-    assert not torch.allclose(other["attention"]["cross"], payload["attention"]["cross"])  # another layer's attention
-    both = tmp_path / "bias01.pt"
-    assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--layers", "0,1", "--directions", "1,-1,0",
-                  "--cross-directions=-1,0", "--empty", "silent", "--skip-start", "--out", both).exit_code == 0
-    united = torch.load(both, weights_only=True)
-    settings = united["calibration"]
-    assert settings["layers"] == [0, 1] and united["attention"]["cross"].shape[0] == 2 and settings["empty"] == "silent" and settings["skip_start"]
-    assert torch.equal(united["attention"]["cross"][0], other["attention"]["cross"][0])
-    every_path = tmp_path / "bias-all.pt"  # the recipe auto's spelling: every decoder layer of this 2-layer model
-    assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--layers", "all", "--directions", "1,-1,0",
-                  "--cross-directions=-1,0", "--empty", "silent", "--skip-start", "--out", every_path).exit_code == 0
-    every = torch.load(every_path, weights_only=True)
-    assert every["calibration"]["layers"] == [0, 1]
-    assert all(torch.equal(x, y) for x, y in zip(Calibrated.from_state(every["bias"])(8, 7), Calibrated.from_state(united["bias"])(8, 7)))
-    # the recipe auto: a bias per decoder layer, each exactly that layer's own calibration
-    from abcmini.biases import PerLayer, scaffold_from_state
-
-    own = {}
-    for name, layer in (("auto", []), ("auto0", ["--layers", 0, "--united"]), ("auto1", ["--layers", 1, "--united"])):
-        assert invoke("calibrate", trained_run, "--recipe", "auto", "--samples", 200, "--min-accuracy", 0.8, *layer,
-                      "--out", tmp_path / f"{name}.pt").exit_code == 0
-        own[name] = scaffold_from_state(torch.load(tmp_path / f"{name}.pt", weights_only=True)["bias"])
-    assert isinstance(own["auto"], PerLayer) and len(own["auto"].layers) == 2
-    for layer in (0, 1):
-        assert all(torch.equal(x, y) for x, y in zip(own["auto"].layers[layer](8, 7), own[f"auto{layer}"](8, 7))), layer
-    assert not all(torch.equal(x, y) for x, y in zip(own["auto0"](8, 7), own["auto1"](8, 7)))
-    # every cross line open in layer 0's calibration is open in the united bias (heads that have lines;
-    # --skip-start changes self-attention only)
-    first_cross = Calibrated.from_state(other["bias"]).cross_attention
-    lined = ~first_cross.transparent
-    united_cross = Calibrated.from_state(united["bias"]).cross_attention
-    assert (~torch.isfinite(first_cross(8, 7)[lined]) | torch.isfinite(united_cross(8, 7)[lined])).all()
-    silent = united_cross(8, 7)[united_cross.transparent]  # empty in both layers: only column 0 open
+    assert payload["calibration"] == {**asdict(PAPER.calibration), "samples": 200, "min_accuracy": 0.8, "layers": [0, 1]}
+    assert payload["attention"]["cross"].shape[0] == 2  # both decoder layers' attention
+    bias = Calibrated.from_state(payload["bias"])
+    assert bias.cross_attention.deltas == tuple(d for d in CROSS_DIRECTIONS for _ in range(2)) * 2  # layers × directions × segments ($, digits)
+    assert bias.self_attention.deltas == SELF_DIRECTIONS * 2
+    cross = bias.cross_attention
+    silent = cross(8, 9)[cross.transparent]  # a head with no line in either layer reads only the start marker
     assert torch.isfinite(silent[..., 0]).all() and not torch.isfinite(silent[..., 1:]).any()
 
-    def vertical_columns(path, verticals):  # every line passes a dropoff at κ = −10: the rules alone decide
-        assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--kappa-cross", -10, "--kappa-self", -10,
-                      "--verticals", verticals, "--out", path).exit_code == 0
-        bias = Calibrated.from_state(torch.load(path, weights_only=True)["bias"])
-        corner = {"cross": 7, "self": 0}  # cross-attention verticals count from the last of 8 input columns
-        return {kind: sorted({first + int(line) + corner[kind] for delta, first, values in zip(lines.deltas, lines.firsts, lines.values)
-                              if delta == 0 for line in torch.isfinite(values).any(dim=0).nonzero().flatten()})
-                for kind, lines in (("cross", bias.cross_attention), ("self", bias.self_attention))}
-
-    anywhere = vertical_columns(tmp_path / "any.pt", "any")
-    assert anywhere["cross"][0] == 0 and len(anywhere["cross"]) > 1 and len(anywhere["self"]) > 1  # and on digits
-    assert vertical_columns(tmp_path / "markers.pt", "markers") == {"cross": [0], "self": [0]}  # $ and SOS only
+    # κ = −10 passes every line through the dropoff: the rules alone decide where verticals stand
+    loose = tmp_path / "loose.pt"
+    assert invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--kappa-cross", -10, "--kappa-self", -10,
+                  "--out", loose).exit_code == 0
+    loose = Calibrated.from_state(torch.load(loose, weights_only=True)["bias"])
+    verticals = {"cross": set(), "self": set()}
+    for kind, lines in (("cross", loose.cross_attention), ("self", loose.self_attention)):
+        for index, delta in enumerate(lines.deltas):
+            opened = [lines.firsts[index] + int(c) for c in torch.isfinite(lines.values[index]).any(dim=0).nonzero().flatten()]
+            if delta == 0:  # a vertical's index is its column, counted from its segment's last column (self: from SOS)
+                verticals[kind] |= {(lines.segment(index, 8) if kind == "cross" else (0, 0), line) for line in opened}
+    assert verticals["self"] == {((0, 0), 0)}  # SOS only
+    assert verticals["cross"] and all(segment[0] == segment[1] for segment, _ in verticals["cross"])  # one-token parts only
+    assert len(loose.cross_attention.values.isfinite().nonzero()) > len(verticals["cross"])  # digit lines open too
 
     out = tmp_path / "abc"
     result = invoke("train", "--task", "successor", "--pad-width", 7, "--lengths", 3, "--steps", 60, "--eval-every", 30,
@@ -213,11 +184,8 @@ def test_calibrate_refuses_a_model_that_has_not_interpolated(tmp_path):
     assert invoke("train", "--preset", "tiny", "--pad-width", 7, "--lengths", 3, "--steps", 2, "--eval-every", 2,
                   "--valid-size", 20, "--out", out).exit_code == 0
     one_line_error(invoke("calibrate", out), "has not interpolated")
-    one_line_error(invoke("calibrate", out, "--directions", "1,x"), "comma-separated integers")
-    one_line_error(invoke("calibrate", out, "--cross-directions", "y"), "--cross-directions takes comma-separated integers")
     one_line_error(invoke("calibrate", out, "--min-accuracy", 0, "--samples", 0), "--samples must be at least 1")
-    one_line_error(invoke("calibrate", out, "--min-accuracy", 0, "--layers", "0,1"), "the model has 1 decoder layers")
-    one_line_error(invoke("calibrate", out, "--min-accuracy", 0, "--layers", "last"), "--layers takes comma-separated integers")
+    one_line_error(invoke("calibrate", out, "--min-accuracy", 0, "--min-support", 2), "min_support must lie in [0, 1]")
 
 
 def test_eval_merges_lengths_but_never_mixes_test_sets(trained_run, tmp_path):

@@ -52,7 +52,7 @@ def test_every_sweep_run_resolves_to_what_reproduce_runs_for_its_cell(path):
 def test_train_resolves_every_cell_of_both_tables_as_reproduce_does(recipe):
     cells = table_cells(MAIN_TASKS, MAIN_METHODS, (0, 1, 2)) + table_cells(ABS_TASKS, ABS_METHODS, (0, 1, 2))
     assert len(set(cells)) == 3 * (3 * 4 + 4 * 4 - 3)  # both tables, Vanilla once per task
-    jobs = {job.cell: job.experiment.to_dict() for job in plan(RECIPES[recipe], cells, "root")}
+    jobs = {job.cell: job.experiment.to_dict() for job in plan(RECIPES[recipe], cells, "root") if not job.train_only}
     for cell in cells:
         resolved = dry_run("--recipe", recipe, "--task", cell.task, "--method", cell.method, "--seed", cell.seed)
         assert resolved["experiment"] == jobs[cell], cell
@@ -62,7 +62,7 @@ def test_train_resolves_every_cell_of_both_tables_as_reproduce_does(recipe):
 def test_an_option_overrides_one_field_and_is_recorded():
     plain = dry_run("--task", "addition", "--method", "abc")
     assert plain["out"] == os.path.join("runs", "paper", "addition", "abc-s0")
-    assert plain["source"] == os.path.join("runs", "paper", "addition", "vanilla-s0")
+    assert plain["source"] == os.path.join("runs", "paper", "addition", "vanilla-s0-pad_width=12")  # ABC's own frame
     changed = dry_run("--task", "addition", "--method", "abc", "--steps", 99, "--kappa-cross", 3, "--lr", 0.002)
     assert changed["experiment"]["overrides"] == {"steps": 99, "kappa_cross": 3.0, "lr": 0.002}
     assert changed["experiment"]["run"]["steps"] == 99 and changed["experiment"]["source"]["steps"] == PAPER.steps_addition_plain
@@ -73,20 +73,21 @@ def test_an_option_overrides_one_field_and_is_recorded():
         differing = {k for k in plain["experiment"][key] if plain["experiment"][key][k] != changed["experiment"][key][k]}
         assert differing == {"run": {"steps", "lr"}, "calibration": {"kappa_cross"}}[key]
     # the recipe's own value is no override
-    assert dry_run("--task", "addition", "--method", "abc", "--kappa-cross", 4.5) == plain
+    assert dry_run("--task", "addition", "--method", "abc", "--kappa-cross", PAPER.calibration.kappa_cross) == plain
     # options that only name the cell are no override either
     assert dry_run("--method", "vanilla", "--window", 1, "--period", 3)["experiment"] == dry_run("--method", "+T=3")["experiment"]
 
 
 def test_a_recipe_file_is_a_copy_with_edits(tmp_path):
     path = tmp_path / "mine.yaml"
-    path.write_text("base: quick\npad_width: 30\ncalibration:\n  kappa_cross: 2.5\ntask_layers: [[successor, [1]]]\n")
+    path.write_text("base: quick\npad_width: 30\nabc_pad_width: 16\ncalibration:\n  kappa_cross: 3.5\n")
     mine = load_recipe(str(path))
     assert mine.name == "mine" and mine.pad_width == 30 and mine.steps == QUICK.steps
-    assert mine.calibration_for("successor").layers == (1,) and mine.calibration.kappa_cross == 2.5
+    assert mine.abc_pad_width == 16 and mine.calibration.kappa_cross == 3.5
     assert mine.calibration.samples == QUICK.calibration.samples
     resolved = dry_run("--recipe", path, "--method", "abc")
-    assert resolved["out"] == os.path.join("runs", "mine", "successor", "abc-s0") and resolved["experiment"]["run"]["pad_width"] == 30
+    assert resolved["out"] == os.path.join("runs", "mine", "successor", "abc-s0")
+    assert resolved["experiment"]["run"]["pad_width"] == 16 and resolved["experiment"]["test_pad_width"] == 30
     path.write_text("base: paper\nsteps_per_day: 3\n")
     result = runner.invoke(app, ["train", "--recipe", str(path), "--dry-run"])
     assert result.exit_code == 2 and "unknown field 'steps_per_day'" in result.output and "Traceback" not in result.output
@@ -98,7 +99,7 @@ def test_every_recipe_value_carries_a_reason():
             assert reason and len(reason) < 110, name
     quick, paper = ({name: reason for name, _, reason in r.reasons()} for r in (QUICK, PAPER))
     assert {name for name in quick if quick[name] != paper[name]} == {"name", "pad_width", "lengths", "steps", "valid_size",
-                                                                       "calibration.samples", "calibration.kappa_cross"}
+                                                                       "calibration.samples"}
     result = runner.invoke(app, ["recipe", "quick"])
     assert result.exit_code == 0 and "kappa_cross" in result.output and "3.0" in result.output
 
@@ -159,6 +160,11 @@ def abc_twice(recipe: str, root) -> tuple[dict, dict]:
     finally:
         torch.set_num_threads(threads)
     assert result.exit_code == 0, result.output
+    for run in ("reproduce/successor/abc-s0", "train"):  # the same weights, bit for bit
+        weights = torch.load(root / run / "checkpoint.pt", weights_only=True)["model"]
+        if run == "train":
+            assert all(torch.equal(weights[name], first[name]) for name in first) and weights.keys() == first.keys()
+        first = weights
     return accuracies(root / "reproduce" / "successor" / "abc-s0"), accuracies(root / "train")
 
 
@@ -166,10 +172,10 @@ def test_train_gives_reproduces_abc_cell_bit_for_bit(tmp_path):
     """A small recipe file (quick, in a pad-12 frame) so the default test run stays short."""
     recipe = tmp_path / "small.yaml"
     recipe.write_text("base: quick\npad_width: 12\nlengths: [6, 12]\neval_every: 100\nvalid_size: 300\n"
-                      "calibration: {samples: 200, kappa_cross: 2.5}\n")
+                      "calibration: {samples: 200}\n")
     from_reproduce, from_train = abc_twice(str(recipe), tmp_path)
     assert set(from_train) == {"6", "12"} and from_train == from_reproduce
-    assert 0.5 < from_train["12"] < 1.0  # an ABC model that extrapolates, with errors to agree on
+    assert from_train["12"] > 0.5  # an ABC model that extrapolates
 
 
 @pytest.mark.slow

@@ -47,7 +47,7 @@ def world(tmp_path_factory):
     (w / "mine" / "report.md").write_text("# My own notes on these runs\n")
     shutil.copytree(run, w / "mine" / "run")
     (w / "sweeps").mkdir()
-    (w / "layers.yaml").write_text("base: auto\ncalibration: {layers: every}\n")
+    (w / "layers.yaml").write_text("base: long\ncalibration: {per_layer: true}\n")
     (w / "unknown.yaml").write_text("program: cli.py\nmethod: grid\nparameters:\n  seed: {values: [0, 1]}\n  learning_speed: {value: 3}\n")
     return w
 
@@ -78,8 +78,8 @@ CASES = [
     (["report", "{w}/mine"], "was not written by abcmini report"),
     (["report", "{w}/mine", "--out", "{w}/thesis"], "is a directory"),
     (["report", "{w}/records/list", "--beside", "{w}/nowhere"], "--beside directory"),
-    (["calibrate", "{w}/run", "--verticals", "digits", "--out", "{w}/v.pt"], "verticals stand on any column or on markers"),
-    (["train", "--recipe", "{w}/layers.yaml", "--method", "abc", "--dry-run"], "a list of decoder layers or all, not 'every'"),
+    (["calibrate", "{w}/run", "--min-support", "-1", "--out", "{w}/v.pt"], "min_support must lie in [0, 1]"),
+    (["train", "--recipe", "{w}/layers.yaml", "--method", "abc", "--dry-run"], "unknown field 'per_layer'"),
     (["reproduce", "--out", "{w}/plain.txt", "--quick"], "is a file, not a directory"),
     (["sweep", "{w}/sweeps"], "is a directory"),
     (["sweep", "{w}/unknown.yaml"], "'learning_speed' is not an option of abcmini train"),

@@ -14,7 +14,7 @@ from abcmini.report import collect, costs, markdown, summarize, wall_time
 from cli import app
 
 TINY = Recipe(name="tiny", pad_width=7, lengths=(2, 5), preset="tiny", steps=20, steps_alibi=10, eval_every=10, valid_size=20,
-              calibration=replace(PAPER.calibration, samples=20))
+              abc_pad_width=7, abc_valid_size=20, calibration=replace(PAPER.calibration, samples=20))
 
 
 def run(task, method, recipe=PAPER):
@@ -55,18 +55,27 @@ def test_recipe_gives_in_attention_schemes_an_encoder():
     assert PAPER.enc_layers_in_attention > 0
 
 
-def test_recipe_names_a_calibration_layer_for_every_main_task():
-    for task in MAIN_TASKS:
-        experiment = resolve(PAPER, Cell(task, "abc", 0))
-        depth = experiment.source.model_config().dec_layers
-        assert experiment.calibration.layers == dict(PAPER.task_layers)[task]
-        assert all(-depth <= layer < depth for layer in experiment.calibration.layers)
+def test_every_recipe_resolves_one_abc_procedure_and_one_abc_training():
+    """ABC is one thing: the same calibration (up to how many inputs it averages) and the same
+    source and retraining in every shipped recipe, for every task; only the test differs."""
+    from dataclasses import asdict
+
+    from abcmini.recipes import RECIPES
+
+    for task in (*MAIN_TASKS, "parity"):
+        resolved = {name: resolve(recipe, Cell(task, "abc", 1)) for name, recipe in RECIPES.items()}
+        procedures = {json.dumps({k: v for k, v in asdict(e.calibration).items() if k not in ("samples", "seed", "min_accuracy")})
+                      for e in resolved.values()}
+        assert len(procedures) == 1, procedures
+        assert resolved["paper"].run == resolved["long"].run and resolved["paper"].source == resolved["long"].source
+        assert resolved["paper"].frame == PAPER.pad_width and resolved["long"].frame == LONG.pad_width
+        assert resolved["paper"].run.pad_width == PAPER.abc_pad_width != PAPER.pad_width
 
 
 def test_recipe_trains_only_window_runs_past_the_stopping_rule():
     rule = {method: (cfg.stop_at, cfg.train_on) for method in ("vanilla", "+w=1", "NoPE+w=1", "abc") for cfg in [run("successor", method)]}
     assert rule == {"vanilla": (PAPER.stop_at_plain, 1.0), "+w=1": (PAPER.stop_at, PAPER.train_on),
-                    "NoPE+w=1": (PAPER.stop_at, PAPER.train_on), "abc": (PAPER.stop_at, 1.0)}
+                    "NoPE+w=1": (PAPER.stop_at, PAPER.train_on), "abc": (PAPER.stop_at, PAPER.abc_train_on)}
     assert PAPER.train_on > 1
 
 

@@ -35,14 +35,3 @@ def test_the_dashboard_of_the_long_records_sets_the_published_anchors_beside_our
     table = page[page.index("<table id='published'>"):]
     table = table[: table.index("</table>")]
     assert all(anchor.source in table for anchor in ANCHORS) and "abcmini nope+abc" in table
-
-
-def test_the_committed_auto_page_sets_each_seed_beside_the_per_task_recipe(tmp_path):
-    text, _ = write_report("results/auto", str(tmp_path / "auto.md"), beside="results/paper")
-    with open("docs/auto/results.md") as f:
-        assert f.read() == text, ("docs/auto/results.md differs from its records: "
-                                  "run abcmini report results/auto --beside results/paper --out docs/auto/results.md")
-    table = text[text.index("## Per seed, beside paper"):text.index("## Calibrated lines")]
-    assert sum(f"| {task} | nope+abc | {seed} |" in table for task in ("successor", "addition", "nx1") for seed in (0, 1, 2)) == 9
-    listed = text[text.index("## Calibrated lines"):]
-    assert all(f"- {r['task']} nope+abc seed {r['seed']}: {'; '.join(r['lines'])}" in listed for r in collect("results/auto"))

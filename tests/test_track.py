@@ -7,6 +7,7 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
+from abcmini.recipes import PAPER
 from cli import app
 from wandb_records import read_offline_runs
 
@@ -116,7 +117,7 @@ def test_calibration_logs_attention_and_bias_heatmaps(offline, tmp_path):
     result = invoke("calibrate", out, "--samples", 20, "--min-accuracy", 0)
     assert result.exit_code == 0, result.output
     (run,) = read_offline_runs(offline)
-    assert run.config["method"] == "vanilla" and run.config["calibration"]["kappa_cross"] == 4.5
+    assert run.config["method"] == "vanilla" and run.config["calibration"]["kappa_cross"] == PAPER.calibration.kappa_cross
     for name in ("attention_cross", "attention_self", "bias_cross", "bias_self"):
         (png,) = run.media(f"calibration/{name}")
         assert image_size(png)[0] > 200
