@@ -15,10 +15,13 @@ counted from the top-left corner for Δ > 0 and from the top-right corner (minus
 of the paper's Algorithm 1). A cell takes its line's value in each direction (−inf for a line
 never observed or dropped) and the directions merge by element-wise max.
 
-Anchored lines (``anchors``: the task whose input layout they follow) are counted per segment of
-the input instead (the start marker, each operand, the operator; ``tasks.input_segments``), from
-the segment's last column: its least significant digit. A line that reads operand ``a`` then
-reads ``a`` in a frame of any width, where a corner-anchored one moves with the frame.
+Anchored lines are counted per segment of the input instead (the start marker, each operand,
+the operator), from the segment's last column: its least significant digit. A line that reads
+operand ``a`` then reads ``a`` in a frame of any width, where a corner-anchored one moves with the
+frame. The segments reach this module as data, a *layout* (``segments_of`` a digit mask), never
+as a task name, so any tokenizer whose numbers are runs of digit tokens can use it.
+
+Plain PyTorch: nothing here knows the tasks, the recipes or the run layer.
 """
 
 from dataclasses import dataclass
@@ -26,9 +29,20 @@ from dataclasses import dataclass
 import torch
 from einops import rearrange
 
-from abcmini.tasks import input_segments
-
 NEG_INF = float("-inf")
+Layout = tuple[tuple[int, int], ...]  # (first, last) columns of each input segment, in order
+
+
+def segments_of(is_digit: torch.Tensor) -> Layout:
+    """The layout of one input, ``is_digit [n]`` (True on digit tokens): each maximal run of
+    digits is a segment (an operand), every other token one of its own (a marker, an operator)."""
+    flags, segments = is_digit.tolist(), []
+    for column, digit in enumerate(flags):
+        if digit and segments and flags[column - 1]:
+            segments[-1] = (segments[-1][0], column)
+        else:
+            segments.append((column, column))
+    return tuple(segments)
 
 
 def window_self_bias(n_q: int, n_k: int, w: int, device=None) -> torch.Tensor:
@@ -72,8 +86,8 @@ class Window:
     w: int
     binary: bool = False
 
-    def __call__(self, n_q: int, n_src: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(self_bias [1 q q], cross_bias [1 q s])``, the same for every head."""
+    def __call__(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(self_bias [1 q q], cross_bias [1 q s])``, the same for every head (any layout)."""
         return (
             rearrange(window_self_bias(n_q, n_q, self.w, device), "q k -> 1 q k"),
             rearrange(window_cross_bias(n_q, n_src, self.w, self.binary, device), "q k -> 1 q k"),
@@ -115,38 +129,43 @@ class LineBias:
     # a head with no line: transparent (all zeros, the paper's rule) or silent (all closed, so the
     # no-NaN rule opens column 0 only: the start marker, the same token at every length)
     transparent_empty: bool = True
-    # anchored lines: the task whose input segments they are counted in, and the segment of each
-    # direction's table (``deltas`` may then repeat, one table per segment)
-    anchors: str | None = None
+    # anchored lines: counted in the input's segments, each direction's table in the segment of
+    # ``segments`` (an index into the layout; ``deltas`` may then repeat, one table per segment)
+    anchored: bool = False
     segments: tuple[int, ...] = ()
 
-    def segment(self, index: int, n_k: int):
-        """``(first, last)`` columns of table ``index``'s segment at width ``n_k``; None: corner-anchored."""
-        return input_segments(self.anchors, n_k)[self.segments[index]] if self.anchors else None
+    def segment(self, index: int, layout: Layout | None):
+        """``(first, last)`` columns of table ``index``'s segment in ``layout``; None: corner-anchored."""
+        if not self.anchored:
+            return None
+        if layout is None:
+            raise ValueError("anchored lines need the input's layout (biases.segments_of)")
+        return layout[self.segments[index]]
 
     def union(self, other: "LineBias") -> "LineBias":
         """Both biases' lines at once (materialized, they merge by max like directions do): how
         the calibrations of several decoder layers combine into one bias."""
-        if self.right != other.right or self.anchors != other.anchors:
+        if self.right != other.right or self.anchored != other.anchored:
             raise ValueError("cannot unite biases of different attentions or anchors")
         width = max(self.values.shape[-1], other.values.shape[-1])
         pad = lambda v: torch.nn.functional.pad(v, (0, width - v.shape[-1]), value=NEG_INF)  # noqa: E731
         return LineBias(self.deltas + other.deltas, self.firsts + other.firsts,
                         torch.cat([pad(self.values), pad(other.values)]), self.right, self.transparent_empty,
-                        self.anchors, self.segments + other.segments)
+                        self.anchored, self.segments + other.segments)
 
     @property
     def transparent(self) -> torch.Tensor:
         """``[heads]``: heads where no line survived the dropoff (they get an all-zero bias)."""
         return ~torch.isfinite(self.values).any(dim=-1).any(dim=0)
 
-    def __call__(self, n_q: int, n_k: int, device=None) -> torch.Tensor:
-        """Materialize the ``[h q k]`` bias for an ``n_q × n_k`` attention matrix."""
+    def __call__(self, n_q: int, n_k: int, device=None, layout: Layout | None = None) -> torch.Tensor:
+        """Materialize the ``[h q k]`` bias for an ``n_q × n_k`` attention matrix (anchored lines:
+        over keys of that ``layout``)."""
         lines = self.values.shape[-1]
         values = torch.nn.functional.pad(self.values.to(device), (0, 1), value=NEG_INF)  # column `lines`: unknown
         merged = torch.full((values.shape[1], n_q, n_k), NEG_INF, device=device)
         for index, (table, delta, first) in enumerate(zip(values, self.deltas, self.firsts)):
-            segment = self.segment(index, n_k)
+            segment = self.segment(index, layout)
             ids = line_ids(n_q, n_k, delta, self.right, device, segment) - first
             ids = ids.masked_fill((ids < 0) | (ids >= lines) | ~in_segment(n_q, n_k, segment, device), lines)
             cell = rearrange(table.index_select(1, rearrange(ids, "q k -> (q k)")), "h (q k) -> h q k", q=n_q)
@@ -159,17 +178,17 @@ class LineBias:
 
     def state(self) -> dict:
         return {"deltas": list(self.deltas), "firsts": list(self.firsts), "values": self.values, "right": self.right,
-                "transparent_empty": self.transparent_empty, "anchors": self.anchors, "segments": list(self.segments)}
+                "transparent_empty": self.transparent_empty, "anchored": self.anchored, "segments": list(self.segments)}
 
     @classmethod
     def from_state(cls, state: dict) -> "LineBias":
         return cls(tuple(state["deltas"]), tuple(state["firsts"]), state["values"], state["right"], state["transparent_empty"],
-                   state.get("anchors"), tuple(state.get("segments", ())))
+                   bool(state.get("anchored", state.get("anchors"))), tuple(state.get("segments", ())))  # "anchors": a task name once
 
     def lines(self):
         """``(direction label, head, [(line, value)])`` for every head with an open line."""
         for index, (values, delta, first) in enumerate(zip(self.values, self.deltas, self.firsts)):
-            label = f"Δ = {delta}" + (f", segment {self.segments[index]}" if self.anchors else "")
+            label = f"Δ = {delta}" + (f", segment {self.segments[index]}" if self.anchored else "")
             for head, row in enumerate(values.tolist()):
                 open_lines = [(first + i, v) for i, v in enumerate(row) if v != NEG_INF]
                 if open_lines:
@@ -183,9 +202,9 @@ class Calibrated:
     self_attention: LineBias
     cross_attention: LineBias
 
-    def __call__(self, n_q: int, n_src: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(self_bias [h q q], cross_bias [h q s])``; the model adds the causal mask itself."""
-        return self.self_attention(n_q, n_q, device), self.cross_attention(n_q, n_src, device)
+        return self.self_attention(n_q, n_q, device), self.cross_attention(n_q, n_src, device, layout)
 
     def state(self) -> dict:
         return {"self": self.self_attention.state(), "cross": self.cross_attention.state()}
@@ -210,8 +229,8 @@ class PerLayer:
 
     layers: tuple[Calibrated, ...]
 
-    def __call__(self, n_q: int, n_src: int, device=None) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        return [layer(n_q, n_src, device) for layer in self.layers]
+    def __call__(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return [layer(n_q, n_src, device, layout) for layer in self.layers]
 
     def state(self) -> dict:
         return {"layers": [layer.state() for layer in self.layers]}

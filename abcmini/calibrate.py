@@ -1,30 +1,21 @@
-"""Attention Bias Calibration (paper §4, Algorithm 1): averaged attention → line tables.
+"""Attention Bias Calibration (paper §4, Algorithm 1, steps 3–5): averaged attention → line tables.
 
-``calibrate`` turns an averaged attention tensor ``Ā`` into ``LineBias`` tables (direction ×
-head × line → value; ``abcmini.biases``), and ``calibrate_run`` does ABC steps 1–5 for a trained
-run under a recipe's ``Calibration`` settings. Line indices follow ``biases.line_ids``: they match
-the labels ``d_l`` of the paper's figure "directions ABC explores". Every step is tensor code,
-with no loop over matrix cells. The rules beyond the paper (support, padding, silent empty heads,
-the start cell) each fix a measured failure: docs/recipe.md.
+``calibrate`` turns an averaged attention tensor ``Ā [h m n]`` of any model into ``LineBias``
+tables (direction × head × line → value; ``abcmini.biases``) that materialize at any length.
+Line indices follow ``biases.line_ids``: they match the labels ``d_l`` of the paper's figure
+"directions ABC explores". Every step is tensor code, with no loop over matrix cells. The rules
+beyond the paper (support, padding, silent empty heads, the start cell) each fix a measured
+failure: docs/recipe.md. ABC steps 1–2 and 6 for an abcmini run (decoding training inputs,
+averaging, saving the bias) are ``abcmini.calibration``'s. Plain PyTorch: nothing here knows the
+tasks, the recipes or the run layer.
 """
 
 import functools
-import os
-from dataclasses import asdict
 
 import torch
 from einops import rearrange
 
-from abcmini.biases import NEG_INF, Calibrated, LineBias, in_segment, line_ids
-from abcmini.errors import UserError
-from abcmini.recipes import Calibration
-from abcmini.store import load_checkpoint, save_bias
-from abcmini.tasks import POOL_DIGITS, Pool, format_task, input_segments, padding_cells, sample_operands
-from abcmini.train import load_model
-
-
-class NotInterpolatedError(UserError):
-    pass
+from abcmini.biases import NEG_INF, Layout, LineBias, in_segment, line_ids
 
 
 def line_average(attention: torch.Tensor, delta: int, right: bool = True, skip_start: bool = False,
@@ -79,12 +70,12 @@ def line_counts(mask: torch.Tensor, delta: int, right: bool = True, segment=None
 
 def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True, min_support: float = 0.5,
               padding: torch.Tensor | None = None, no_vertical: torch.Tensor | None = None, causal: bool = False,
-              transparent_empty: bool = True, skip_start: bool = False, anchors: str | None = None) -> LineBias:
+              transparent_empty: bool = True, skip_start: bool = False, layout: Layout | None = None) -> LineBias:
     """ABC steps 3–5 on an averaged attention tensor ``Ā [h m n]`` (trusted rows only).
 
     ``right``: cross-attention (True) or decoder self-attention (False), see ``line_ids``.
-    ``anchors`` (a task): lines counted per input segment (``biases``), one table per direction
-    and segment; the dropoff's statistics still pool every line of a direction.
+    ``layout`` (the keys' segments, ``biases.segments_of``): lines counted per segment, one table
+    per direction and segment; the dropoff's statistics still pool every line of a direction.
     Rules beyond the paper's (docs/recipe.md gives the failure each fixes; min_support = 0 and the
     defaults of the others give the paper's Algorithm 1):
     ``min_support``: extend only lines crossing that fraction of the ``m`` rows, and the last row;
@@ -96,7 +87,7 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True,
     ``transparent_empty``: a head with no line reads everything (the paper) or nothing but column 0.
     """
     _, m, n = attention.shape
-    segments = input_segments(anchors, n) if anchors else [None]
+    segments = list(layout) if layout else [None]
     last_row = torch.zeros(m, n, dtype=torch.bool, device=attention.device)
     last_row[-1] = True
     tables, kept_tables = [], []
@@ -118,78 +109,15 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True,
             kept_tables.append(kept)
     width = max(kept.shape[-1] for kept in kept_tables)
     values = torch.stack([torch.nn.functional.pad(kept, (0, width - kept.shape[-1]), value=NEG_INF) for kept in kept_tables])
-    indices = tuple(range(len(segments))) if anchors else ()
-    return LineBias(tuple(d for d in deltas for _ in segments), tuple(tables), values, right, transparent_empty, anchors,
+    indices = tuple(range(len(segments))) if layout else ()
+    return LineBias(tuple(d for d in deltas for _ in segments), tuple(tables), values, right, transparent_empty, bool(layout),
                     indices * len(deltas))
 
 
-@torch.no_grad()
-def average_attention(model, example, trusted_rows: int, batch_size: int = 500, layers=(-1,)):
-    """``Ā``: decoder layers' attention probabilities (default the last, as in the paper),
-    averaged over ``example``, first ``trusted_rows`` output rows only.
-
-    Each input is decoded greedily; teacher forcing the decoded tokens reproduces the decoding
-    attention exactly (same prefixes). Returns ``(self [layers h r r], cross [layers h r s])``.
-    """
-    model.eval()
-    device = next(model.parameters()).device
-    steps = example.tgt_out.shape[1]
-    totals = {"self": 0.0, "cross": 0.0}
-    for start in range(0, len(example.src), batch_size):
-        src = example.src[start : start + batch_size].to(device)
-        tokens = model.greedy(src, steps)
-        tgt_in = torch.cat([example.tgt_in[start : start + batch_size, :1].to(device), tokens[:, :-1]], dim=1)
-        _, attention = model(src, tgt_in, need_weights=True)
-        for kind in totals:
-            totals[kind] = totals[kind] + torch.stack([attention[layer][kind].sum(dim=0) for layer in layers])
-    rows = min(trusted_rows, steps)
-    return (totals["self"] / len(example.src))[..., :rows, :rows], (totals["cross"] / len(example.src))[..., :rows, :]
-
-
-def marker_columns(task: str, n_src: int) -> torch.Tensor:
-    """``[n_src]``: the columns of the input's one-token parts (start marker, operator, N×1's
+def marker_columns(layout: Layout, n: int) -> torch.Tensor:
+    """``[n]``: the columns of the input's one-token parts (start marker, operator, N×1's
     multiplier), the only ones a vertical reads the same token on at every length."""
-    columns = torch.zeros(n_src, dtype=torch.bool)
-    for first, last in input_segments(task, n_src):
+    columns = torch.zeros(n, dtype=torch.bool)
+    for first, last in layout:
         columns[first] |= first == last
     return columns
-
-
-SELF_DIRECTIONS = (1, 0)  # diagonals and verticals; an anti-diagonal of a causal square is never extended
-CROSS_DIRECTIONS = (-1, 0)  # anti-diagonals and verticals: the digit alignments of reversed outputs
-
-
-def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
-    """ABC steps 1–5 for a trained run, the one procedure of docs/recipe.md: refuse it unless it
-    interpolated, decode ``settings.samples`` seeded training inputs, average every decoder
-    layer's attention, calibrate each layer (cross lines anchored at the input's parts, verticals
-    only on markers, no line on padding, SOS left out of diagonals, empty heads silent), unite
-    their lines into one bias for every layer, and save the bias file at ``out``. Returns the
-    saved payload plus the ``example`` it was computed on and the run's ``config``."""
-    state = load_checkpoint(run_dir)
-    cfg, model = load_model(state)
-    reached = state["history"][-1]["valid_acc"] if state["history"] else 0.0
-    if reached < settings.min_accuracy:
-        raise NotInterpolatedError(f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < "
-                                   f"{settings.min_accuracy:.2%}; train it longer (--stop-at)")
-    layers = tuple(range(model.cfg.dec_layers))
-    a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).train, settings.samples, torch.Generator().manual_seed(settings.seed))
-    example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
-    self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, layers=layers)
-    src_padding = padding_cells(example.src)
-    out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]
-    cross_rules = {"padding": src_padding.all(dim=0), "no_vertical": src_padding.any(dim=0) | ~marker_columns(cfg.task, src_padding.shape[-1])}
-    self_rules = {"no_vertical": out_padding.any(dim=0) | (torch.arange(out_padding.shape[-1]) > 0)}
-    rules = {"min_support": settings.min_support, "transparent_empty": False}
-    per_layer = [Calibrated(calibrate(s, settings.kappa_self, SELF_DIRECTIONS, right=False, causal=True, skip_start=True, **self_rules, **rules),
-                            calibrate(c, settings.kappa_cross, CROSS_DIRECTIONS, right=True, anchors=cfg.task, **cross_rules, **rules))
-                 for s, c in zip(self_avg, cross_avg)]
-    scaffold = functools.reduce(Calibrated.union, per_layer)
-    payload = {
-        "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads, "aligned": cfg.aligned,
-        "calibration": {**asdict(settings), "layers": list(layers)},
-        "source": os.path.abspath(run_dir), "bias": scaffold.state(),
-        "attention": {"self": self_avg, "cross": cross_avg},
-    }
-    save_bias(out, payload)
-    return {**payload, "example": example, "config": cfg}

@@ -15,7 +15,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from abcmini.biases import Window, scaffold_from_state, stacked
-from abcmini.calibrate import average_attention
+from abcmini.calibration import average_attention
 from abcmini.paper import paper_accuracy
 from abcmini.report import (ABS_ROWS, LONG_LENGTH, MAIN_LENGTHS, MAIN_ROWS, PUBLISHED_COLUMNS, PUBLISHED_NOTE, TASK_ORDER, cell, collect,
                             describe_protocol, pool, protocol, published_rows, summarize)
@@ -159,7 +159,7 @@ def cell_html(record: dict, first: bool) -> tuple[str, bool]:
     parts.append(figure_html(heads_figure(self_map, "last decoder layer, self-attention", "p"), False))
     first = False
     if model.scaffold is not None:
-        self_bias, cross_bias = stacked(model.scaffold(one.tgt_out.shape[1], len(tokens)))
+        self_bias, cross_bias = stacked(model.scaffold(one.tgt_out.shape[1], len(tokens), layout=model.layout(one.src)))
         kind = "ABC bias" if not isinstance(model.scaffold, Window) else f"ABS window w = {cfg.window}"
         parts.append(figure_html(heads_figure(cross_bias.expand(max(len(cross_bias), model.cfg.heads), -1, -1), f"{kind}, cross-attention", "bias", labels), False))
         parts.append(figure_html(heads_figure(self_bias.expand(max(len(self_bias), model.cfg.heads), -1, -1), f"{kind}, self-attention", "bias"), False))

@@ -14,10 +14,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from einops import rearrange  # noqa: E402
 
-from abcmini.biases import stacked  # noqa: E402
-from abcmini.calibrate import average_attention  # noqa: E402
+from abcmini.biases import segments_of, stacked  # noqa: E402
+from abcmini.calibration import average_attention  # noqa: E402
 from abcmini.store import atomic_write  # noqa: E402
-from abcmini.tasks import Example, detokenize  # noqa: E402
+from abcmini.tasks import Example, detokenize, digit_mask  # noqa: E402
 
 CLOSED = "#d0d0d0"  # colour of −inf (closed) cells: visibly not part of the colour scale
 
@@ -104,7 +104,8 @@ def attention_figures(model, example, title: str) -> dict[str, plt.Figure]:
 
 def bias_figures(bias, n_q: int, src_tokens: str, title: str) -> dict[str, plt.Figure]:
     """A scaffold (ABS window or ABC bias) materialized for one geometry, per head."""
-    self_bias, cross_bias = stacked(bias(n_q, len(src_tokens)))
+    layout = segments_of(torch.tensor([token.isdigit() for token in src_tokens]))
+    self_bias, cross_bias = stacked(bias(n_q, len(src_tokens), layout=layout))
     return {
         "bias/cross": heatmap_grid(cross_bias, f"{title}: cross-attention bias", ROWS, "input token", src_tokens, "bias"),
         "bias/self": heatmap_grid(self_bias, f"{title}: self-attention bias", ROWS, "output position read", None, "bias"),
@@ -116,7 +117,7 @@ def calibration_figures(directory: str, task: str, self_avg, cross_avg, calibrat
     ``Ā [layers h q k]`` (trusted rows) of the calibrated ``layers`` and the bias at the
     calibration geometry, cross and self."""
     tokens = detokenize(example.src[0])
-    self_bias, cross_bias = stacked(calibrated(example.tgt_out.shape[1], len(tokens)))
+    self_bias, cross_bias = stacked(calibrated(example.tgt_out.shape[1], len(tokens), layout=segments_of(digit_mask(example.src[0]))))
     names = [f"layer {layer} head {h}" for layer in layers for h in range(self_avg.shape[1])] if len(layers) > 1 else None
     self_avg, cross_avg = (rearrange(a, "l h q k -> (l h) q k") for a in (self_avg, cross_avg))
     figures = {

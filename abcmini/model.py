@@ -17,9 +17,8 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from abcmini.biases import per_layer
+from abcmini.biases import Layout, per_layer, segments_of
 from abcmini.positions import IN_ATTENTION, RelativePosition, alibi_bias, alibi_slopes, check_scheme, cyclic_positions, rotate, sinusoidal
-from abcmini.tasks import SOS, VOCAB
 
 
 @dataclass(frozen=True)
@@ -35,6 +34,9 @@ class ModelConfig:
     cpi_from: str = "start"  # CPI on the input counted from its first token (the paper) or from its "end", the least significant digit
     max_distance: int = 16  # clipping distance of the relative PE
     pe_scale: float = 1.0  # amplitude of the sinusoidal encoding (vanilla) next to N(0, 1) token embeddings
+    vocab_size: int = 15  # tokens; abcmini's vocabulary is "0123456789+*$&@" (abcmini.tasks.VOCAB)
+    sos: int = 12  # the token that starts every output (greedy decoding)
+    digit_tokens: int = 10  # token ids below this are digits: an anchored bias finds the input's segments by them
 
     def __post_init__(self):
         check_scheme(self.scheme)
@@ -182,25 +184,38 @@ class Transformer(nn.Module):
 
     def __init__(self, cfg: ModelConfig, scaffold=None):
         super().__init__()
-        self.cfg, self.scaffold, self._biases = cfg, scaffold, {}
+        self.cfg, self._scaffold, self._biases = cfg, scaffold, {}
         inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
-        self.embed = nn.Embedding(len(VOCAB), cfg.d_model)
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.encoder = nn.ModuleList(EncoderLayer(cfg, inner) for _ in range(cfg.enc_layers))
         self.enc_norm = nn.LayerNorm(cfg.d_model) if cfg.enc_layers else nn.Identity()
         self.decoder = nn.ModuleList(DecoderLayer(cfg, inner) for _ in range(cfg.dec_layers))
         self.dec_norm = nn.LayerNorm(cfg.d_model)
-        self.to_logits = nn.Linear(cfg.d_model, len(VOCAB))
+        self.to_logits = nn.Linear(cfg.d_model, cfg.vocab_size)
 
-    def biases(self, n_q: int, n_src: int, device) -> list[tuple]:
+    @property
+    def scaffold(self):
+        return self._scaffold
+
+    @scaffold.setter
+    def scaffold(self, scaffold):  # biases of another scaffold are never served
+        self._scaffold, self._biases = scaffold, {}
+
+    def layout(self, src: torch.Tensor) -> Layout | None:
+        """The input's segments (``biases.segments_of``), the same for every row of a batch in a
+        fixed frame; what an anchored scaffold needs (None without a scaffold)."""
+        return segments_of(src[0] < self.cfg.digit_tokens) if self._scaffold is not None else None
+
+    def biases(self, n_q: int, n_src: int, device, layout: Layout | None = None) -> list[tuple]:
         """``(self_bias, cross_bias)`` per decoder layer for an ``n_q``-token output and
         ``n_src``-token input: the scaffold's (one pair serves every layer unless it is per layer),
         the causal mask already in the self-attention bias (row ``t`` of it, cut to keys ``≤ t``,
         is the scaffold's row alone, so cached decoding uses the same tensors)."""
-        key = (id(self.scaffold), n_q, n_src, str(device))  # a scaffold assigned later is not served stale biases
+        key = (n_q, n_src, layout, str(device))  # training batches share one shape: one entry serves them all
         if key not in self._biases:
             if len(self._biases) >= 8:
                 self._biases.clear()
-            pairs = per_layer(self.scaffold(n_q, n_src, device) if self.scaffold else (None, None), len(self.decoder))
+            pairs = per_layer(self._scaffold(n_q, n_src, device, layout) if self._scaffold else (None, None), len(self.decoder))
             causal = causal_bias(n_q, n_q, device=device)
             masked = {id(s): _add(s, causal) for s, _ in pairs}  # a pair shared by every layer is masked once
             self._biases[key] = [(masked[id(s)], c) for s, c in pairs]
@@ -228,32 +243,32 @@ class Transformer(nn.Module):
             x = layer(x, pos)
         return self.enc_norm(x)
 
-    def decode(self, tgt_in, memory, need_weights=False):
+    def decode(self, tgt_in, memory, need_weights=False, layout: Layout | None = None):
         """Teacher-forced decoder pass with the scaffold's biases and the causal mask.
         Returns logits ``[b T vocab]`` and per-layer attention."""
         n, device = tgt_in.shape[1], tgt_in.device
         pos, mem_pos = self.positions(n, device=device), self.input_positions(memory.shape[1], device=device)
         x, attention = self.embed_tokens(tgt_in, pos), []
-        for layer, (self_bias, cross_bias) in zip(self.decoder, self.biases(n, memory.shape[1], device)):
+        for layer, (self_bias, cross_bias) in zip(self.decoder, self.biases(n, memory.shape[1], device, layout)):
             x, probs = layer(x, memory, pos, pos, mem_pos, self_bias, cross_bias, need_weights=need_weights)
             attention.append(probs)
         return self.to_logits(self.dec_norm(x)), attention
 
     def forward(self, src, tgt_in, need_weights=False):
-        return self.decode(tgt_in, self.encode(src), need_weights)
+        return self.decode(tgt_in, self.encode(src), need_weights, self.layout(src))
 
     @torch.no_grad()
     def greedy(self, src, steps: int, use_cache: bool = True) -> torch.Tensor:
         """Greedy decoding of ``steps`` tokens after SOS: ``[b steps]``; step ``t`` uses row ``t``
         of the scaffold's biases for the full output."""
-        memory = self.encode(src)
-        tokens = torch.full((src.shape[0], steps + 1), SOS, dtype=torch.long, device=src.device)
+        memory, layout = self.encode(src), self.layout(src)
+        tokens = torch.full((src.shape[0], steps + 1), self.cfg.sos, dtype=torch.long, device=src.device)
         if not use_cache:
             for t in range(steps):
-                logits, _ = self.decode(tokens[:, : t + 1], memory)
+                logits, _ = self.decode(tokens[:, : t + 1], memory, layout=layout)
                 tokens[:, t + 1] = logits[:, -1].argmax(-1)
             return tokens[:, 1:]
-        biases = self.biases(steps, memory.shape[1], src.device)
+        biases = self.biases(steps, memory.shape[1], src.device, layout)
         caches = [(KVCache(), KVCache(static=True)) for _ in self.decoder]
         mem_pos = self.input_positions(memory.shape[1], device=src.device)
         k_pos_all = self.positions(steps, device=src.device)

@@ -14,7 +14,7 @@ import torch
 
 from abcmini import __version__, commit
 from abcmini.biases import Calibrated, PerLayer, open_lines, scaffold_from_state
-from abcmini.calibrate import calibrate_run
+from abcmini.calibration import calibrate_run
 from abcmini.errors import UserError
 from abcmini.evaluate import extrapolation_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig, learning_rate

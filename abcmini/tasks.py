@@ -57,17 +57,10 @@ def sequence_lengths(task: str, pad_width: int, aligned: bool = False) -> tuple[
     return pad_width + 2 + (pad_width if task == "addition" else 1), pad_width + 2
 
 
-def input_segments(task: str, n_src: int) -> list[tuple[int, int]]:
-    """``[(first, last)]`` columns of the parts of a task's (unaligned) input of ``n_src``
-    tokens, in order: the start marker, each operand, the operator (``$ a + b``, ``$ a * b``,
-    ``$ a``). The same parts exist at every pad width; only their columns move."""
-    check_task(task)
-    if task == "addition":
-        width = (n_src - 2) // 2
-        return [(0, 0), (1, width), (width + 1, width + 1), (width + 2, n_src - 1)]
-    if task == "nx1":
-        return [(0, 0), (1, n_src - 3), (n_src - 2, n_src - 2), (n_src - 1, n_src - 1)]
-    return [(0, 0), (1, n_src - 1)]
+def digit_mask(tokens: torch.Tensor) -> torch.Tensor:
+    """``[… n]`` booleans: which tokens are digits (``0``–``9``; binary digits are ``0`` and ``1``).
+    Its ``biases.segments_of`` is an input's layout: ``$``, each operand, the operator."""
+    return tokens < 10
 
 
 # ---------------------------------------------------------------- digit arithmetic

@@ -141,9 +141,9 @@ def test_verticals_on_markers_keep_the_operator_and_drop_a_digit():
     the operator, a token that is there at every length; the digit's column moves with it."""
     attention = torch.full((1, 4, 8), 0.05)
     attention[..., 4] = attention[..., 3] = 0.3
-    markers = marker_columns("addition", 8)
+    markers = marker_columns(((0, 0), (1, 3), (4, 4), (5, 7)), 8)  # $ a + b
     assert markers.tolist() == [True, False, False, False, True, False, False, False]
-    assert marker_columns("nx1", 6).tolist() == [True, False, False, False, True, True]
+    assert marker_columns(((0, 0), (1, 3), (4, 4), (5, 5)), 6).tolist() == [True, False, False, False, True, True]  # $ a * b
     kept = lambda **rule: torch.isfinite(calibrate(attention, kappa=1.0, deltas=(0,), **rule).values[0, 0]).nonzero().flatten().tolist()  # noqa: E731
     assert kept() == [3, 4]
     assert kept(no_vertical=~markers) == [4]

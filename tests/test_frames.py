@@ -5,11 +5,11 @@ length when the recipe says so."""
 import torch
 from typer.testing import CliRunner
 
-from abcmini.biases import Calibrated, LineBias, PerLayer, scaffold_from_state
+from abcmini.biases import Calibrated, LineBias, PerLayer, scaffold_from_state, segments_of
 from abcmini.calibrate import calibrate
 from abcmini.evaluate import pad_width_for
 from abcmini.store import load_checkpoint, read_eval
-from abcmini.tasks import PLUS, SOS, detokenize, format_task, input_segments, int_to_digits
+from abcmini.tasks import PLUS, SOS, detokenize, digit_mask, format_task, int_to_digits
 from cli import app
 
 
@@ -32,10 +32,14 @@ def a_reader(rows: int, pad_width: int) -> torch.Tensor:
     return attention
 
 
+def layout(src: torch.Tensor):
+    return segments_of(digit_mask(src))
+
+
 def test_input_segments_name_the_same_parts_at_every_width():
     for pad_width in (7, 12, 40):
         src = addition_input(pad_width)
-        (start, _), (a_first, a_last), (plus, _), (b_first, b_last) = input_segments("addition", len(src))
+        (start, _), (a_first, a_last), (plus, _), (b_first, b_last) = layout(src)
         assert src[start] == SOS and src[plus] == PLUS
         assert (a_last - a_first + 1, b_last - b_first + 1) == (pad_width, pad_width)
         assert b_last == len(src) - 1
@@ -44,13 +48,13 @@ def test_input_segments_name_the_same_parts_at_every_width():
 def test_an_anchored_line_on_the_first_operand_reads_its_digits_at_every_frame_width():
     rows, trained = 8, 12
     attention = a_reader(rows, trained)
-    anchored = calibrate(attention, kappa=2.5, deltas=(-1, 0), anchors="addition")
+    anchored = calibrate(attention, kappa=2.5, deltas=(-1, 0), layout=layout(addition_input(trained)))
     corner = calibrate(attention, kappa=2.5, deltas=(-1, 0))
     for pad_width in (12, 13, 30, 200):
         src = addition_input(pad_width)
-        a_last = input_segments("addition", len(src))[1][1]
+        a_last = layout(src)[1][1]
         steps = pad_width + 2
-        open_cells = torch.isfinite(anchored(steps, len(src)))[0]
+        open_cells = torch.isfinite(anchored(steps, len(src), layout=layout(src)))[0]
         for t in range(pad_width):  # row t reads a's digit t + 1 (the column t left of a's last) and only it
             assert open_cells[t].nonzero().flatten().tolist() == [a_last - t], (pad_width, t)
             assert detokenize(src[a_last - t : a_last - t + 1]) == str(((pad_width - 1 - t) % 9) + 1)
@@ -61,13 +65,14 @@ def test_an_anchored_line_on_the_first_operand_reads_its_digits_at_every_frame_w
 
 def test_a_per_layer_scaffold_gives_each_layer_its_own_bias_and_survives_its_state():
     attention = a_reader(8, 12)
-    first = Calibrated(calibrate(attention[:, :, :8], 0.5, (1, 0), right=False), calibrate(attention, 2.5, (-1,), anchors="addition"))
-    second = Calibrated(calibrate(attention[:, :, :8], 0.5, (1, 0), right=False), calibrate(attention, 2.5, (0,), anchors="addition"))
+    trained = layout(addition_input(12))
+    first = Calibrated(calibrate(attention[:, :, :8], 0.5, (1, 0), right=False), calibrate(attention, 2.5, (-1,), layout=trained))
+    second = Calibrated(calibrate(attention[:, :, :8], 0.5, (1, 0), right=False), calibrate(attention, 2.5, (0,), layout=trained))
     scaffold = PerLayer((first, second))
-    biases = scaffold(14, 26)
+    biases = scaffold(14, 26, layout=trained)
     assert len(biases) == 2 and not torch.equal(biases[0][1], biases[1][1])
     restored = scaffold_from_state(scaffold.state())
-    assert all(torch.equal(x, y) for pair, again in zip(biases, restored(14, 26)) for x, y in zip(pair, again))
+    assert all(torch.equal(x, y) for pair, again in zip(biases, restored(14, 26, layout=trained)) for x, y in zip(pair, again))
     assert isinstance(scaffold_from_state(first.state()), Calibrated)
     assert isinstance(LineBias.from_state(first.cross_attention.state()), LineBias)
 
@@ -110,10 +115,10 @@ def test_a_model_trained_in_a_small_frame_is_tested_in_frames_as_wide_as_each_le
     reference = None
     for pad_width in (8, 20, 45):
         src = format_task("successor", int_to_digits(torch.tensor([1234567]), 7), None, pad_width).src[0]
-        a_last = input_segments("successor", len(src))[1][1]
+        a_last = layout(src)[1][1]
         assert a_last == len(src) - 1
         # the first 8 output rows, on `$` and on the operand's last 7 digits
-        _, cross = scaffold(8, len(src))
+        _, cross = scaffold(8, len(src), layout=layout(src))
         cells = torch.isfinite(cross[:, :, [0, *range(a_last - 6, a_last + 1)]])
         if reference is None:
             reference = cells

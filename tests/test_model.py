@@ -17,7 +17,7 @@ class Fixed:
     def __init__(self, self_bias, cross_bias):
         self.self_bias, self.cross_bias = self_bias, cross_bias
 
-    def __call__(self, n_q, n_src, device=None):
+    def __call__(self, n_q, n_src, device=None, layout=None):
         return self.self_bias[:, :n_q, :n_q], self.cross_bias[:, :n_q, :n_src]
 
 

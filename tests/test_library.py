@@ -1,0 +1,43 @@
+"""The core (positions, biases, calibrate, model) is a library: plain PyTorch that imports nothing
+of the run layer, and the README's example of ABC in another model runs as it stands there."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORE = ("abcmini.positions", "abcmini.biases", "abcmini.calibrate", "abcmini.model")
+RUN_LAYER = ("wandb", "typer", "matplotlib", "plotly", "abcmini.tasks", "abcmini.recipes", "abcmini.store", "abcmini.train",
+             "abcmini.pipeline", "abcmini.experiment")
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_a_core_module_imports_nothing_of_the_run_layer(module):
+    code = f"import sys, {module}; print(','.join(m for m in {RUN_LAYER!r} if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "", f"{module} imports {result.stdout.strip()}"
+
+
+def readme_example() -> str:
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    section = readme[readme.index("## Use ABC in your own model"):]
+    start = section.index("```python\n") + len("```python\n")
+    return section[start : section.index("```\n", start)]
+
+
+def test_the_readmes_example_runs_and_its_bias_reads_the_operand_at_100_digits():
+    namespace = {}
+    exec(compile(readme_example(), "README.md", "exec"), namespace)
+    mask, out, test = namespace["mask"], namespace["out"], namespace["test"]
+    a_last = 105  # "$" then the first operand's 105 digits
+    for t in range(100):  # head 0, row t: the first operand's digit t + 1 and nothing else
+        assert torch.isfinite(mask[0, t]).nonzero().flatten().tolist() == [a_last - t], t
+    assert (test[a_last - 99 : a_last + 1] == 9).all()  # the digits it reads are the operand's
+    silent = torch.isfinite(mask[1:])  # heads without a line read the first token only
+    assert silent[..., 0].all() and not silent[..., 1:].any()
+    assert out.shape == (1, 4, 106, 16) and torch.isfinite(out).all()
