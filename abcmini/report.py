@@ -49,6 +49,12 @@ def describe_protocol(key: tuple) -> str:
     return f"recipe {recipe}, preset {preset}, {frame}"
 
 
+def training_frames(records: list[dict]) -> str:
+    """A sentence naming the frames runs trained in where that is not the protocol's (ABC)."""
+    other = sorted({(r["method"], r["train_pad_width"]) for r in records if r.get("train_pad_width", r.get("pad_width")) != r.get("pad_width")})
+    return "".join(f" {method} trains in a pad-{width} frame and is tested in this one." for method, width in other)
+
+
 def pool(records: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]:
     """The records of the root's most common protocol, one per (task, method, seed); and the
     runs left out, each with the reason."""
@@ -245,7 +251,8 @@ def page(records: list[dict], figure_names: list[str] = (), invocations: list[di
     seeds = sorted({r["seed"] for r in kept})
     parts = [f"{MARKER}\n",
              f"Protocol: {describe_protocol(main)}; test seed {sorted({r.get('test_seed') for r in kept})[0] if kept else '–'}; "
-             f"seeds {', '.join(map(str, seeds))}; 10,000 numbers per length (fewer where fewer exist); exact match in %.\n",
+             f"seeds {', '.join(map(str, seeds))}; 10,000 numbers per length (fewer where fewer exist); exact match in %."
+             f"{training_frames(kept)}\n",
              f"## Main table (the paper's results-table)\n\n{headline(kept)}",
              f"## ABS table (the paper's tab.abs)\n\n{markdown(cells, lengths, ABS_ROWS)}",
              f"## Training cost\n\n{costs(kept)}"]
