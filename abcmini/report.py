@@ -278,15 +278,21 @@ def write_report(root: str, out: str, invocations: list[dict] | None = None, bes
     (and ``beside``'s, per seed)."""
     if os.path.isdir(out):
         raise StoreError(f"--out {out!r} is a directory; name the markdown file to write")
+    previous = ""
     if os.path.exists(out):
         with open(out, errors="replace") as f:
-            if f.readline().strip() != MARKER:
-                raise StoreError(f"{out!r} was not written by abcmini report; refusing to overwrite it (choose another --out)")
+            previous = f.read()
+        if previous.split("\n", 1)[0].strip() != MARKER:
+            raise StoreError(f"{out!r} was not written by abcmini report; refusing to overwrite it (choose another --out)")
     records = collect(root)
     if not records:
         raise StoreError(f"no result records ({EVAL_FILE}) under {root!r}")
     kept, _ = pool(records)
     directory = os.path.dirname(os.path.abspath(out))
+    for task, _ in summarize(kept):  # a figure is ours if the report we wrote before links it
+        png = os.path.join(directory, f"accuracy_{task}.png")
+        if os.path.lexists(png) and f"]({os.path.basename(png)})" not in previous:
+            raise StoreError(f"{png!r} was not written by abcmini report; refusing to replace it (move it or choose another --out)")
     os.makedirs(directory, exist_ok=True)
     pngs = figures(summarize(kept), directory)
     others = collect(beside) if beside else None

@@ -307,23 +307,59 @@ def read_eval(run_dir: str) -> dict | None:
     return load_json(path, "result record") if os.path.exists(path) else None
 
 
+OTHER_TESTS = "other_tests"  # eval.json: tests of the same training state in another frame or test seed
+KEPT_BESIDE = ("test_frame", "test_seed", "train_steps", "accuracy", "test_seconds", "version", "commit")
+
+
+def test_key(test_frame: str, test_seed) -> str:
+    return f"{test_frame}, test seed {test_seed}"
+
+
 def read_eval_of(run_dir: str, train_steps, test_seed, test_frame: str = "fixed") -> dict:
-    """``RUN_DIR/eval.json`` if it records this training state, test seed and test frame, else
-    ``{}``: accuracies of another state or another test set must not mix with new ones."""
+    """The part of ``RUN_DIR/eval.json`` that records this training state, test seed and test
+    frame (the record, or one of its ``other_tests``), else ``{}``: accuracies of another state
+    or another test set must not mix with new ones."""
     old = read_eval(run_dir) or {}
-    same = (old.get("train_steps"), old.get("test_seed"), old.get("test_frame", "fixed")) == (train_steps, test_seed, test_frame)
-    return old if same else {}
+    others = old.get(OTHER_TESTS) if isinstance(old.get(OTHER_TESTS), dict) else {}
+    for candidate in (old, others.get(test_key(test_frame, test_seed))):
+        if isinstance(candidate, dict) and (candidate.get("train_steps"), candidate.get("test_seed"),
+                                            candidate.get("test_frame", "fixed")) == (train_steps, test_seed, test_frame):
+            return candidate
+    return {}
+
+
+def _merge(old: dict, new: dict) -> dict:
+    merged = {**old, **new, "accuracy": {**old.get("accuracy", {}), **new.get("accuracy", {})}}
+    merged["accuracy"] = dict(sorted(merged["accuracy"].items(), key=lambda item: int(item[0])))
+    return merged
 
 
 def write_eval(run_dir: str, record: dict) -> dict:
-    """Merge ``record`` into ``RUN_DIR/eval.json``: new fields and lengths are added or replace
-    theirs, nothing else is dropped (a record of another training state or test seed is replaced whole)."""
-    old = read_eval_of(run_dir, record.get("train_steps"), record.get("test_seed"), record.get("test_frame", "fixed"))
-    merged = {**old, **record, "accuracy": {**old.get("accuracy", {}), **record.get("accuracy", {})}}
-    merged["accuracy"] = dict(sorted(merged["accuracy"].items(), key=lambda item: int(item[0])))
+    """Merge ``record`` into ``RUN_DIR/eval.json`` and return it merged: new fields and lengths are
+    added or replace theirs, nothing else is dropped. The record is the test of the run's protocol
+    (its experiment's test frame and seed); a test of the same training state in another frame or
+    with another test seed is kept beside it, under ``other_tests``. Only a record of another
+    training state is replaced whole."""
+    old = read_eval(run_dir) or {}
+    if old.get("train_steps") != record.get("train_steps"):
+        old = {}
+    key = lambda r: test_key(r.get("test_frame", "fixed"), r.get("test_seed"))  # noqa: E731
+    others = dict(old.get(OTHER_TESTS) or {}) if isinstance(old.get(OTHER_TESTS), dict) else {}
+    experiment = read_experiment(run_dir) or {}
+    if not old or key(old) == key(record):
+        merged = result = _merge(old, record)
+    elif key(record) == key(experiment):  # the protocol's test takes the record's place; the one there goes beside
+        others[key(old)] = {k: old[k] for k in KEPT_BESIDE if k in old}
+        run = {k: v for k, v in old.items() if k not in KEPT_BESIDE and k != OTHER_TESTS}
+        merged = result = _merge({**run, **others.pop(key(record), {})}, record)
+        if others:
+            merged[OTHER_TESTS] = others
+    else:
+        others[key(record)] = _merge(others.get(key(record), {}), {k: record[k] for k in KEPT_BESIDE if k in record})
+        merged, result = {**old, OTHER_TESTS: others}, {**record, **others[key(record)]}
     note_written(run_dir, EVAL_FILE)
     save_json(os.path.join(run_dir, EVAL_FILE), merged)
-    return merged
+    return result
 
 
 def write_experiment(run_dir: str, record: dict) -> None:
