@@ -301,7 +301,7 @@ def evaluate(
 ):
     """Exact match by length on the seeded test sets; merges into RUN_DIR/eval.json."""
     from abcmini.recipes import check_test_frame
-    from abcmini.store import lock_run, require_checkpoint
+    from abcmini.store import require_checkpoint
 
     with user_errors():  # the arguments first: an error is answered before torch is imported
         require_checkpoint(run_dir)
@@ -310,7 +310,7 @@ def evaluate(
             check_test_frame(test_frame)
     from abcmini.pipeline import Tracking, evaluate_run
 
-    with user_errors(), lock_run(run_dir, create=False):
+    with user_errors():
         record = evaluate_run(run_dir, wanted, seed, pick_device(device), ConsoleHooks(), Tracking(wandb, wandb_project), batch_size,
                               test_frame)
     print_accuracy(record)
@@ -453,6 +453,7 @@ def reproduce_command(
             check_memory(job.experiment.run, "cpu")
         if not dry_run:
             check_writable(out)
+            read_invocations(out)  # a ledger of the wrong shape is refused before any work
     if dry_run:
         console.print_json(data=[{"out": job.run_dir, "source": job.source_dir, "experiment": job.experiment.to_dict()} for job in jobs])
         return

@@ -15,7 +15,7 @@ from abcmini.figures import accuracy_curves, close, save
 from abcmini.paper import paper_accuracy
 from abcmini.published import ANCHORS
 from abcmini.tasks import POOL_DIGITS
-from abcmini.store import EVAL_FILE, StoreError, atomic_write, load_json
+from abcmini.store import EVAL_FILE, RECORD_SCHEMA, StoreError, atomic_write, check_fields, load_json
 
 TASK_ORDER = ("successor", "addition", "nx1", "parity", "parity_class")
 MAIN_ROWS = tuple((t, m) for t in ("successor", "addition", "nx1") for m in ("vanilla", "alibi", "rope", "nope+abc"))
@@ -29,7 +29,7 @@ def collect(runs_dir: str) -> list[dict]:
     """Every result record (``eval.json``) below ``runs_dir``, with its run directory in ``run``."""
     found = []
     for path in sorted(glob.glob(os.path.join(runs_dir, "**", EVAL_FILE), recursive=True)):
-        record = load_json(path, "result record")
+        record = check_fields(path, "result record", load_json(path, "result record"), RECORD_SCHEMA)
         missing = [key for key in RECORD_FIELDS if key not in record]
         if missing:
             raise StoreError(f"result record {path!r} lacks {', '.join(missing)}")

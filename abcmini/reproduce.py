@@ -143,12 +143,27 @@ class Invocation:
         save_json(os.path.join(self.root, INVOCATIONS), entries + [entry])
 
 
+INVOCATION_FIELDS = {"started": str, "tasks": list, "methods": list, "seeds": list, "jobs": int, "to_do": int, "done": int,
+                     "seconds": (int, float), "finished": bool}
+
+
 def read_invocations(root: str) -> list[dict]:
+    """``ROOT/invocations.json``, checked: a list of invocations, each with every field ``report`` reads."""
     path = os.path.join(root, INVOCATIONS)
     if not os.path.exists(path):
         return []
-    with open(path) as f:
-        return json.load(f)
+    try:
+        with open(path) as f:
+            entries = json.load(f)
+    except (OSError, ValueError) as error:
+        raise StoreError(f"invocations ledger {path!r} is unreadable or not valid JSON ({type(error).__name__}); move it away to start a new one") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise StoreError(f"invocations ledger {path!r} must hold a list of invocations (objects)")
+    for i, entry in enumerate(entries):
+        for name, kind in INVOCATION_FIELDS.items():
+            if not isinstance(entry.get(name), kind) or (kind is int and isinstance(entry.get(name), bool)):
+                raise StoreError(f"invocations ledger {path!r}: invocation {i} lacks {name!r} or it is not {getattr(kind, '__name__', 'a number')}")
+    return entries
 
 
 def next_job(waiting: list[Job], busy: set[Job]) -> Job | None:

@@ -304,7 +304,41 @@ def check_bias_matches(payload: dict, task: str, pad_width, heads: int, path: st
 
 def read_eval(run_dir: str) -> dict | None:
     path = os.path.join(run_dir, EVAL_FILE)
-    return load_json(path, "result record") if os.path.exists(path) else None
+    return check_fields(path, "result record", load_json(path, "result record"), RECORD_SCHEMA) if os.path.exists(path) else None
+
+
+def _int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _length_map(v, values) -> bool:
+    return isinstance(v, dict) and all(k.isdigit() and int(k) >= 1 and values(x) for k, x in v.items())
+
+
+_NUMBER = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+_OPTIONAL_INT = (lambda v: v is None or _int(v), "an integer or null")
+TEST_FIELDS = {"accuracy": (lambda v: _length_map(v, lambda x: _NUMBER(x) and 0 <= x <= 1), "lengths mapped to accuracies in [0, 1]"),
+               "test_seconds": (lambda v: _length_map(v, _NUMBER), "lengths mapped to seconds"),
+               "train_steps": _OPTIONAL_INT, "test_seed": _OPTIONAL_INT,
+               "test_frame": (lambda v: v in ("fixed", "follows"), "fixed or follows")}
+RECORD_SCHEMA = {**TEST_FIELDS, "task": (lambda v: isinstance(v, str), "a task name"), "method": (lambda v: isinstance(v, str), "a method name"),
+                 "seed": (_int, "an integer"), "pad_width": _OPTIONAL_INT,
+                 "other_tests": (lambda v: isinstance(v, dict) and all(isinstance(t, dict) for t in v.values()), "a mapping of tests")}
+EXPERIMENT_SCHEMA = {"lengths": (lambda v: isinstance(v, list) and all(_int(n) and n >= 1 for n in v), "a list of lengths (integers ≥ 1)"),
+                     "test_seed": (_int, "an integer"), "test_frame": TEST_FIELDS["test_frame"], "test_pad_width": _OPTIONAL_INT,
+                     "recipe": (lambda v: v is None or isinstance(v, str), "a recipe name"),
+                     "identity": (lambda v: isinstance(v, str), "a string"),
+                     "cell": (lambda v: isinstance(v, dict), "a mapping"), "calibration": (lambda v: v is None or isinstance(v, dict), "a mapping")}
+
+
+def check_fields(path: str, what: str, data: dict, schema: dict) -> dict:
+    """``data`` if each field of ``schema`` it holds has the expected shape, else one line naming the file and the field."""
+    for name, (ok, expected) in schema.items():
+        if name in data and not ok(data[name]):
+            raise StoreError(f"{what} {path!r}: field {name!r} must be {expected}, got {json.dumps(data[name])[:60]}")
+    for key, test in (data.get("other_tests") or {}).items() if schema is RECORD_SCHEMA else ():
+        check_fields(path, what, test, TEST_FIELDS)
+    return data
 
 
 OTHER_TESTS = "other_tests"  # eval.json: tests of the same training state in another frame or test seed
@@ -369,4 +403,4 @@ def write_experiment(run_dir: str, record: dict) -> None:
 
 def read_experiment(run_dir: str) -> dict | None:
     path = os.path.join(run_dir, EXPERIMENT_FILE)
-    return load_json(path, "experiment record") if os.path.exists(path) else None
+    return check_fields(path, "experiment record", load_json(path, "experiment record"), EXPERIMENT_SCHEMA) if os.path.exists(path) else None
