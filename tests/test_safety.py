@@ -183,3 +183,45 @@ def test_argument_errors_come_before_torch_is_imported(args, needle, empty_cwd):
 
 def test_a_length_beyond_the_fixed_frame_names_the_option_that_tests_it(tiny_root):
     one_line(invoke("eval", tiny_root / "successor" / "vanilla-s0", "--lengths", "30"), "pass --test-frame follows")
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("base: me.yaml\n", "its base: chain comes back to it"),
+    ("steps: abc\n", "steps must be an integer, got 'abc'"),
+    ("lengths: 5\n", "lengths must be a list of integers"),
+    ("calibration: 3\n", "calibration must be a mapping"),
+    ("calibration: {kappa_cross: [1]}\n", "calibration.kappa_cross must be a finite number"),
+])
+def test_a_recipe_file_of_the_wrong_shape_is_one_line(empty_cwd, text, needle):
+    (empty_cwd / "me.yaml").write_text(text)
+    line = one_line(invoke("train", "--recipe", "me.yaml", "--dry-run"), needle)
+    assert "'me.yaml'" in line
+
+
+def broken(run, name, **fields):
+    path = run / name
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
+
+
+@pytest.mark.parametrize("name, fields, command, needle", [
+    ("experiment.json", {"lengths": "abc"}, ["eval", "{run}"], "experiment.json': field 'lengths' must be"),
+    ("eval.json", {"accuracy": [1, 2]}, ["eval", "{run}", "--lengths", "2"], "eval.json': field 'accuracy' must be"),
+    ("eval.json", {"seed": "zero"}, ["report", "{root}", "--out", "{root}/r/report.md"], "eval.json': field 'seed' must be an integer"),
+    ("eval.json", {"accuracy": {"3": 5}}, ["dashboard", "{root}"], "eval.json': field 'accuracy' must be"),
+])
+def test_a_record_of_the_wrong_shape_is_one_line_naming_file_and_field(tiny_root, tmp_path, name, fields, command, needle):
+    import shutil
+
+    run = tmp_path / "root" / "successor" / "vanilla-s0"
+    shutil.copytree(tiny_root / "successor" / "vanilla-s0", run)
+    broken(run, name, **fields)
+    args = [a.format(run=run, root=tmp_path / "root") for a in command] + (["--no-wandb"] if command[0] == "eval" else [])
+    one_line(invoke(*args), needle)
+
+
+def test_an_invalid_invocations_ledger_is_refused_before_any_work(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "invocations.json").write_text("{")
+    line = one_line(invoke("reproduce", "--quick", "--no-wandb", "--out", root), "invocations.json' is unreadable or not valid JSON")
+    assert sorted(p.name for p in root.iterdir()) == ["invocations.json"], line
