@@ -8,7 +8,7 @@ Options also take the underscore spelling a wandb sweep agent passes (``--pad_wi
 import os
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import typer
 from rich.console import Console
@@ -225,11 +225,16 @@ def train(
 
     With --method abc: train Vanilla to interpolation (the source), calibrate its attention, retrain a fresh model with the bias; exactly what abcmini reproduce runs for the cell.
     """
+    from abcmini.names import check_task
+    from abcmini.recipes import load_recipe
+
+    with user_errors():  # before torch is imported
+        check_task(task)
+        load_recipe(recipe)
     from abcmini import experiment as ex
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, run_cell, use_threads
-    from abcmini.recipes import load_recipe
-    from abcmini.store import check_bias_matches, check_run_dir, clear_run, has_run, load_bias
+    from abcmini.store import check_bias_matches, check_run_dir, clear_run, has_run, load_bias, lock_run
 
     with user_errors():
         chosen = load_recipe(recipe)
@@ -253,7 +258,7 @@ def train(
         source_dir = None
         if experiment.source is not None:
             source_dir = source or (ex.cell_dir(root, experiment.source_experiment()) if out is None else os.path.join(run_dir, "source"))
-        exists = check_run_dir(run_dir, resume or (proceed and has_run(run_dir)), overwrite)
+        exists = check_run_dir(run_dir, resume or (proceed and has_run(run_dir)), overwrite, dry_run)
         if bias:
             check_bias_matches(load_bias(bias), task, experiment.run.pad_width, experiment.run.model_config().heads, bias)
             if overwrite and os.path.abspath(os.path.dirname(bias)) == os.path.abspath(run_dir):
@@ -265,14 +270,20 @@ def train(
     if dry_run:
         console.print_json(data={"out": run_dir, "source": source_dir, "experiment": experiment.to_dict()})
         return
-    with user_errors():
+    with user_errors(), ExitStack() as locks:
         for directory, option in ((run_dir, "--out"), (source_dir, "--source")):
             if directory:
                 check_writable(directory, option)
-    if overwrite and exists:
-        clear_run(run_dir)
-    use_threads(threads)
-    with user_errors():
+        locks.enter_context(lock_run(run_dir))
+        if source_dir and not source:  # a source named by --source may be a shipped, read-only run
+            locks.enter_context(lock_run(source_dir))
+        exists = check_run_dir(run_dir, resume or (proceed and has_run(run_dir)), overwrite)  # again, now that it is ours
+        if overwrite and exists:
+            kept = clear_run(run_dir)
+            if kept:
+                console.print(f"--overwrite kept {len(kept)} file{'s' * (len(kept) != 1)} abcmini did not write: "
+                              f"{', '.join(repr(p) for p in kept[:5])}{' …' if len(kept) > 5 else ''}", soft_wrap=True, highlight=False)
+        use_threads(threads)
         record = run_cell(experiment, run_dir, source_dir, device, ConsoleHooks(), Tracking(wandb, wandb_project))
     print_accuracy(record)
 
@@ -289,10 +300,17 @@ def evaluate(
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
 ):
     """Exact match by length on the seeded test sets; merges into RUN_DIR/eval.json."""
+    from abcmini.recipes import check_test_frame
+    from abcmini.store import require_checkpoint
+
+    with user_errors():  # the arguments first: an error is answered before torch is imported
+        require_checkpoint(run_dir)
+        wanted = parse_integers(lengths, "--lengths", minimum=1) if lengths else None
+        if test_frame is not None:
+            check_test_frame(test_frame)
     from abcmini.pipeline import Tracking, evaluate_run
 
     with user_errors():
-        wanted = parse_integers(lengths, "--lengths", minimum=1) if lengths else None
         record = evaluate_run(run_dir, wanted, seed, pick_device(device), ConsoleHooks(), Tracking(wandb, wandb_project), batch_size,
                               test_frame)
     print_accuracy(record)
@@ -320,7 +338,7 @@ def calibrate_command(
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, calibrate_stage
     from abcmini.recipes import RECIPES, load_recipe
-    from abcmini.store import load_checkpoint, read_experiment
+    from abcmini.store import load_checkpoint, lock_run, read_experiment
 
     with user_errors():
         recorded = read_experiment(run_dir) if os.path.isdir(run_dir) else None
@@ -340,8 +358,9 @@ def calibrate_command(
             raise UserError(f"{path!r} exists (a run may train with it); pass --overwrite to replace it, or another --out")
         check_writable(os.path.dirname(os.path.abspath(path)), "--out")
         identity = (recorded or {}).get("identity") or os.path.basename(os.path.normpath(run_dir))
-        result = calibrate_stage(run_dir, path, settings, recorded, cfg, ConsoleHooks(),
-                                 Tracking(wandb, wandb_project), identity, identity)
+        with lock_run(os.path.dirname(os.path.abspath(path))):
+            result = calibrate_stage(run_dir, path, settings, recorded, cfg, ConsoleHooks(),
+                                     Tracking(wandb, wandb_project), identity, identity)
     console.print(f"recipe {chosen.name}'s calibration for {task}: {asdict(settings)}", soft_wrap=True, highlight=False)
     console.print(f"→ {path}; heatmaps: {', '.join(os.path.basename(p) for p in result['pngs'].values())}", soft_wrap=True, highlight=False)
 
@@ -434,6 +453,7 @@ def reproduce_command(
             check_memory(job.experiment.run, "cpu")
         if not dry_run:
             check_writable(out)
+            read_invocations(out)  # a ledger of the wrong shape is refused before any work
     if dry_run:
         console.print_json(data=[{"out": job.run_dir, "source": job.source_dir, "experiment": job.experiment.to_dict()} for job in jobs])
         return

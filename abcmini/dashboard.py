@@ -200,14 +200,24 @@ def build(root: str) -> str:
     for record in sorted(kept, key=lambda r: (TASK_ORDER.index(r["task"]) if r["task"] in TASK_ORDER else 9, r["method"], r["seed"])):
         content, first = cell_html(record, first)
         body.append(f"<details open><summary>{record['task']} · {record['method']} · seed {record['seed']}</summary>{content}</details>")
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>abcmini dashboard</title><style>{STYLE}</style></head>"
-            f"<body>{''.join(body)}</body></html>")
+    return f"{HEAD}<style>{STYLE}</style></head><body>{''.join(body)}</body></html>"
+
+
+HEAD = "<!DOCTYPE html><html><head><meta charset='utf-8'><title>abcmini dashboard</title>"  # how a page of ours begins
 
 
 def write_dashboard(root: str, out: str) -> str:
     """Build the dashboard of ``root`` and write it (atomically) to ``out``."""
     if os.path.isdir(out):
         raise StoreError(f"--out {out!r} is a directory; name the HTML file to write")
+    if os.path.lexists(out):
+        try:
+            with open(out, "rb") as f:
+                ours = f.read(len(HEAD)) == HEAD.encode()
+        except OSError:
+            ours = False
+        if not ours:
+            raise StoreError(f"{out!r} was not written by abcmini dashboard; refusing to replace it (choose another --out)")
     text = build(root)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     atomic_write(out, lambda f: f.write(text.encode()))

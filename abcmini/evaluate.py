@@ -26,7 +26,7 @@ def pad_width_for(length: int, fixed_pad_width: int | None, follows: bool = Fals
         width = max(length + fixed_pad_width - POOL_DIGITS, fixed_pad_width)
         return width + (fixed_pad_width - width) % period if period else width
     if length > fixed_pad_width:
-        raise GeometryError(f"length {length} does not fit the run's fixed pad width {fixed_pad_width}; train with a wider --pad-width")
+        raise GeometryError(f"length {length} does not fit the run's fixed pad width {fixed_pad_width}; pass --test-frame follows to test it in a frame as wide as the length, or train with a wider --pad-width")
     return fixed_pad_width
 
 

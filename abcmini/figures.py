@@ -16,7 +16,7 @@ from einops import rearrange  # noqa: E402
 
 from abcmini.biases import segments_of, stacked  # noqa: E402
 from abcmini.calibration import average_attention  # noqa: E402
-from abcmini.store import atomic_write  # noqa: E402
+from abcmini.store import atomic_write, note_written  # noqa: E402
 from abcmini.tasks import Example, detokenize, digit_mask  # noqa: E402
 
 CLOSED = "#d0d0d0"  # colour of −inf (closed) cells: visibly not part of the colour scale
@@ -128,6 +128,7 @@ def calibration_figures(directory: str, task: str, self_avg, cross_avg, calibrat
     }
     paths = {}
     for name, fig in figures.items():
+        note_written(directory, f"abc_{name}.png")
         paths[name] = save(fig, os.path.join(directory, f"abc_{name}.png"))
         close(fig)
     return paths

@@ -7,6 +7,7 @@ activations of ``[b n d]`` per layer. A run it refuses could not have fit.
 """
 
 import os
+import tempfile
 from dataclasses import replace
 
 import torch
@@ -76,8 +77,8 @@ def check_writable(directory: str, option: str = "--out") -> None:
         raise UserError(f"{option} {directory!r} is a file, not a directory")
     try:
         os.makedirs(directory, exist_ok=True)
-        probe = os.path.join(directory, f".abcmini-write-test-{os.getpid()}")
-        with open(probe, "wb") as f:
+        fd, probe = tempfile.mkstemp(prefix=".abcmini-write-test-", dir=directory)  # O_EXCL: never a planted file
+        with os.fdopen(fd, "wb") as f:
             f.write(b"x")
         os.remove(probe)
     except OSError as error:

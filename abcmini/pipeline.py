@@ -21,7 +21,7 @@ from abcmini.experiment import ABC_BIAS, Experiment, RunConfig, learning_rate
 from abcmini.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.limits import batch_for, check_evaluation, check_writable
 from abcmini.recipes import Calibration, check_test_frame
-from abcmini.store import CHECKPOINT, load_checkpoint, read_eval, read_eval_of, read_experiment, write_eval, write_experiment
+from abcmini.store import CHECKPOINT, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, write_eval, write_experiment
 from abcmini.tasks import detokenize, extrapolation_set_size
 from abcmini.track import Tracker, artifact_name, run_config
 from abcmini.train import Trainer, load_model
@@ -261,8 +261,9 @@ def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Ho
     frames = [pad_width_for(length, cfg.pad_width if follows else protocol_width(experiment, cfg), follows, cfg.period) for length in lengths]  # every length fits, the batches
     check_evaluation(cfg, max(frames), device)  # fit in memory and the record can be written, before any work
     check_writable(run_dir, "RUN_DIR")
+    read_eval(run_dir)  # a record of the wrong shape is refused before any work
     test_seed = test_seed if test_seed is not None else (experiment or {}).get("test_seed", 0)
-    with tracker_for(experiment, cfg, run_dir, "eval", tracking, lengths=list(lengths), test_seed=test_seed) as tracker:
+    with lock_run(run_dir), tracker_for(experiment, cfg, run_dir, "eval", tracking, lengths=list(lengths), test_seed=test_seed) as tracker:
         return evaluate(run_dir, experiment, cfg, model, state["history"], lengths, test_seed, hooks, tracker, batch_size=batch_size)
 
 

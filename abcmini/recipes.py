@@ -141,6 +141,19 @@ def _tuples(value):
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
+def _checked(name: str, value, kind, where: str):
+    """``value`` if it has the field's type (an int is a float too; a list of integers is a tuple), else one line."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = {int: isinstance(value, int) and not isinstance(value, bool), float: number and math.isfinite(value), str: isinstance(value, str),
+          tuple: isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value),
+          int | None: value is None or (isinstance(value, int) and not isinstance(value, bool))}.get(kind, True)
+    if not ok:
+        expected = {int: "an integer", float: "a finite number", str: "a string", tuple: "a list of integers",
+                    int | None: "an integer or null"}[kind]
+        raise ConfigError(f"{where}: {name} must be {expected}, got {value!r}")
+    return float(value) if kind is float else value
+
+
 def _from_dict(cls, data: dict, where: str):
     known = {f.name: f for f in fields(cls)}
     unknown = sorted(set(data) - set(known))
@@ -149,15 +162,22 @@ def _from_dict(cls, data: dict, where: str):
     values = {}
     for name, value in data.items():
         if name == "calibration":
+            if value is not None and not isinstance(value, dict):
+                raise ConfigError(f"{where}: calibration must be a mapping of calibration fields, got {value!r}")
             value = _from_dict(Calibration, value or {}, where)
+        elif name != "changes":
+            kind = int | None if name == "pad_width" else known[name].type  # pad_width: null is the growing geometry
+            value = _checked(name if cls is Recipe else f"calibration.{name}", value, kind, where)
         values[name] = _tuples(value)
     return values
 
 
-def load_recipe(name_or_path: str) -> Recipe:
+def load_recipe(name_or_path: str, _chain: tuple = ()) -> Recipe:
     """A named recipe (``paper``, ``quick``) or a YAML file of fields over one (``base: paper``)."""
     if name_or_path in RECIPES:
         return RECIPES[name_or_path]
+    if os.path.realpath(name_or_path) in _chain:
+        raise ConfigError(f"recipe file {name_or_path!r}: its base: chain comes back to it; base it on a named recipe")
     if not os.path.isfile(name_or_path):
         raise ConfigError(f"unknown recipe {name_or_path!r}; choose one of {', '.join(RECIPES)} or give a recipe YAML file")
     try:
@@ -167,7 +187,7 @@ def load_recipe(name_or_path: str) -> Recipe:
         raise ConfigError(f"recipe file {name_or_path!r} is unreadable ({type(error).__name__})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"recipe file {name_or_path!r} does not hold a mapping of fields")
-    base = load_recipe(str(data.pop("base", "paper")))
+    base = load_recipe(str(data.pop("base", "paper")), (*_chain, os.path.realpath(name_or_path)))
     reasons = data.pop("why", {}) or {}  # field → the reason for its new value
     if not isinstance(reasons, dict):
         raise ConfigError(f"recipe file {name_or_path!r}: why: maps a field to the reason for its value")

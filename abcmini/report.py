@@ -15,7 +15,7 @@ from abcmini.figures import accuracy_curves, close, save
 from abcmini.paper import paper_accuracy
 from abcmini.published import ANCHORS
 from abcmini.tasks import POOL_DIGITS
-from abcmini.store import EVAL_FILE, StoreError, atomic_write, load_json
+from abcmini.store import EVAL_FILE, RECORD_SCHEMA, StoreError, atomic_write, check_fields, load_json
 
 TASK_ORDER = ("successor", "addition", "nx1", "parity", "parity_class")
 MAIN_ROWS = tuple((t, m) for t in ("successor", "addition", "nx1") for m in ("vanilla", "alibi", "rope", "nope+abc"))
@@ -29,7 +29,7 @@ def collect(runs_dir: str) -> list[dict]:
     """Every result record (``eval.json``) below ``runs_dir``, with its run directory in ``run``."""
     found = []
     for path in sorted(glob.glob(os.path.join(runs_dir, "**", EVAL_FILE), recursive=True)):
-        record = load_json(path, "result record")
+        record = check_fields(path, "result record", load_json(path, "result record"), RECORD_SCHEMA)
         missing = [key for key in RECORD_FIELDS if key not in record]
         if missing:
             raise StoreError(f"result record {path!r} lacks {', '.join(missing)}")
@@ -285,15 +285,21 @@ def write_report(root: str, out: str, invocations: list[dict] | None = None, bes
     (and ``beside``'s, per seed)."""
     if os.path.isdir(out):
         raise StoreError(f"--out {out!r} is a directory; name the markdown file to write")
+    previous = ""
     if os.path.exists(out):
         with open(out, errors="replace") as f:
-            if f.readline().strip() != MARKER:
-                raise StoreError(f"{out!r} was not written by abcmini report; refusing to overwrite it (choose another --out)")
+            previous = f.read()
+        if previous.split("\n", 1)[0].strip() != MARKER:
+            raise StoreError(f"{out!r} was not written by abcmini report; refusing to overwrite it (choose another --out)")
     records = collect(root)
     if not records:
         raise StoreError(f"no result records ({EVAL_FILE}) under {root!r}")
     kept, _ = pool(records)
     directory = os.path.dirname(os.path.abspath(out))
+    for task, _ in summarize(kept):  # a figure is ours if the report we wrote before links it
+        png = os.path.join(directory, f"accuracy_{task}.png")
+        if os.path.lexists(png) and f"]({os.path.basename(png)})" not in previous:
+            raise StoreError(f"{png!r} was not written by abcmini report; refusing to replace it (move it or choose another --out)")
     os.makedirs(directory, exist_ok=True)
     pngs = figures(summarize(kept), directory)
     others = collect(beside) if beside else None

@@ -15,6 +15,7 @@ import os
 import threading
 import time
 import traceback
+from contextlib import ExitStack
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 
@@ -22,7 +23,7 @@ from abcmini.errors import UserError
 from abcmini.experiment import MAIN_TASKS, Cell, Experiment, cell_dir, resolve
 from abcmini.recipes import Recipe
 from abcmini.pipeline import Tracking, run_cell, train_source, use_threads
-from abcmini.store import read_eval, save_json
+from abcmini.store import StoreError, lock_run, read_eval, save_json
 
 WORKER_THREADS = 1
 
@@ -77,14 +78,21 @@ def plan(recipe: Recipe, cells, root: str, overrides: dict | None = None) -> lis
 def run_job(job: Job, tracking: Tracking = Tracking()) -> dict:
     """One cell in a worker: train, (calibrate,) evaluate; returns its result record."""
     use_threads(WORKER_THREADS)
-    if job.train_only:
-        trainer = train_source(job.experiment, job.run_dir, tracking=tracking)
-        last = trainer.history[-1] if trainer.history else {}
-        return {"task": job.cell.task, "method": job.experiment.run.label, "seed": job.cell.seed, "train_steps": last.get("step"),
-                "train_seconds": last.get("seconds"), "valid_acc": last.get("valid_acc")}
-    if job.done():
-        return read_eval(job.run_dir)
-    return run_cell(job.experiment, job.run_dir, job.source_dir, tracking=tracking)
+    with ExitStack() as locks:  # a directory another process writes: this cell is skipped
+        for directory in (job.run_dir, None if job.train_only else job.source_dir):
+            if directory:
+                try:
+                    locks.enter_context(lock_run(directory))
+                except StoreError as error:
+                    raise StoreError(f"skipped: {error}") from None
+        if job.train_only:
+            trainer = train_source(job.experiment, job.run_dir, tracking=tracking)
+            last = trainer.history[-1] if trainer.history else {}
+            return {"task": job.cell.task, "method": job.experiment.run.label, "seed": job.cell.seed, "train_steps": last.get("step"),
+                    "train_seconds": last.get("seconds"), "valid_acc": last.get("valid_acc")}
+        if job.done():
+            return read_eval(job.run_dir)
+        return run_cell(job.experiment, job.run_dir, job.source_dir, tracking=tracking)
 
 
 def exit_with_parent(parent: int, every: float = 1.0, stop=None) -> None:
@@ -135,12 +143,27 @@ class Invocation:
         save_json(os.path.join(self.root, INVOCATIONS), entries + [entry])
 
 
+INVOCATION_FIELDS = {"started": str, "tasks": list, "methods": list, "seeds": list, "jobs": int, "to_do": int, "done": int,
+                     "seconds": (int, float), "finished": bool}
+
+
 def read_invocations(root: str) -> list[dict]:
+    """``ROOT/invocations.json``, checked: a list of invocations, each with every field ``report`` reads."""
     path = os.path.join(root, INVOCATIONS)
     if not os.path.exists(path):
         return []
-    with open(path) as f:
-        return json.load(f)
+    try:
+        with open(path) as f:
+            entries = json.load(f)
+    except (OSError, ValueError) as error:
+        raise StoreError(f"invocations ledger {path!r} is unreadable or not valid JSON ({type(error).__name__}); move it away to start a new one") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise StoreError(f"invocations ledger {path!r} must hold a list of invocations (objects)")
+    for i, entry in enumerate(entries):
+        for name, kind in INVOCATION_FIELDS.items():
+            if not isinstance(entry.get(name), kind) or (kind is int and isinstance(entry.get(name), bool)):
+                raise StoreError(f"invocations ledger {path!r}: invocation {i} lacks {name!r} or it is not {getattr(kind, '__name__', 'a number')}")
+    return entries
 
 
 def next_job(waiting: list[Job], busy: set[Job]) -> Job | None:

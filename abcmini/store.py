@@ -1,17 +1,26 @@
 """The files abcmini writes, each with one reader and one (atomic) writer: checkpoints, ABC bias
 files, result records (``eval.json``) and experiment records (``experiment.json``).
 
-Every write goes to a temporary file beside the target and is renamed over it, so a kill, a full
+Every write goes to a new temporary file of a unique name beside the target (created with
+``O_EXCL``, so a planted symlink is never followed) and is renamed over it, so a kill, a full
 disk or a read-only directory never leaves a half-written file; torch files are read with
 ``weights_only=True``, so a file from elsewhere cannot run code.
+
+A run directory lists what abcmini wrote in it in ``.abcmini-files`` (one relative path a line:
+checkpoint, records, bias, heatmaps, wandb's run folders); ``--overwrite`` deletes those and
+nothing else. A process writing a run directory holds ``.abcmini.lock`` in it (``lock_run``),
+so a second one is refused instead of training the same run twice. This module imports torch
+only to read or write a torch file.
 """
 
-import glob
+import fcntl
 import json
 import os
 import shutil
-
-import torch
+import socket
+import sys
+import tempfile
+from contextlib import contextmanager
 
 from abcmini.errors import UserError
 
@@ -20,6 +29,8 @@ CHECKPOINT_FORMAT = 2
 BIAS_FORMAT = "abcmini-abc-bias-1"
 EVAL_FILE = "eval.json"
 EXPERIMENT_FILE = "experiment.json"
+MANIFEST = ".abcmini-files"
+LOCK = ".abcmini.lock"
 
 
 class StoreError(UserError):
@@ -34,27 +45,41 @@ class BiasFileError(StoreError):
     pass
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+UMASK = _umask()
+
+
 def atomic_write(path: str, write) -> None:
-    """``write(file)`` into a temporary file beside ``path``, then rename it over ``path``."""
-    tmp = f"{path}.tmp"
+    """``write(file)`` into a new temporary file of a unique name beside ``path`` (``O_EXCL``:
+    never a file or symlink that was there), then rename it over ``path``."""
+    tmp = None
     try:
-        with open(tmp, "wb") as f:
+        fd, tmp = tempfile.mkstemp(prefix=f"{os.path.basename(path)}.", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
+        os.fchmod(fd, 0o666 & ~UMASK)  # the mode an ordinary new file gets, not mkstemp's 0600
+        with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except (OSError, RuntimeError) as error:  # torch.save reports a full disk as a RuntimeError
-        if os.path.exists(tmp):
+        if tmp and os.path.lexists(tmp):
             os.remove(tmp)
         reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error).splitlines()[0]
         raise StoreError(f"cannot write {path!r}: {reason}") from None
     except BaseException:
-        if os.path.exists(tmp):
+        if tmp and os.path.lexists(tmp):
             os.remove(tmp)
         raise
 
 
 def save_torch(path: str, obj) -> None:
+    import torch
+
     atomic_write(path, lambda f: torch.save(obj, f))
 
 
@@ -66,6 +91,8 @@ def load_torch(path: str, what: str, error=StoreError) -> dict:
     """A torch file of ours, safely: a missing, truncated, foreign or hostile file is ``error``."""
     if not os.path.isfile(path):
         raise error(f"{what} {path!r} does not exist")
+    import torch
+
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # truncated, corrupt, not a torch file, or a pickle that wants to run code
@@ -92,15 +119,22 @@ def load_json(path: str, what: str) -> dict:
 
 
 def save_checkpoint(run_dir: str, state: dict) -> None:
+    note_written(run_dir, CHECKPOINT)
     save_torch(os.path.join(run_dir, CHECKPOINT), {"format": CHECKPOINT_FORMAT, **state})
 
 
-def load_checkpoint(run_dir: str) -> dict:
+def require_checkpoint(run_dir: str) -> str:
+    """The path of ``run_dir``'s checkpoint, or the one-line reason there is none (without torch)."""
     if not os.path.isdir(run_dir):
         raise CheckpointError(f"run directory {run_dir!r} does not exist")
     path = os.path.join(run_dir, CHECKPOINT)
     if not os.path.isfile(path):
         raise CheckpointError(f"no checkpoint in {run_dir!r} (expected {CHECKPOINT})")
+    return path
+
+
+def load_checkpoint(run_dir: str) -> dict:
+    path = require_checkpoint(run_dir)
     state = load_torch(path, "checkpoint", CheckpointError)
     if state.get("format") != CHECKPOINT_FORMAT or "config" not in state:
         raise CheckpointError(f"{path!r} is not an abcmini checkpoint (format {CHECKPOINT_FORMAT})")
@@ -112,13 +146,16 @@ def has_run(run_dir: str) -> bool:
     return any(os.path.isfile(os.path.join(run_dir, name)) for name in (CHECKPOINT, EXPERIMENT_FILE))
 
 
-def check_run_dir(run_dir: str, resume: bool, overwrite: bool) -> bool:
-    """The rules of a run directory about to be trained into; returns whether it holds a run."""
+def check_run_dir(run_dir: str, resume: bool, overwrite: bool, dry_run: bool = False) -> bool:
+    """The rules of a run directory about to be trained into; returns whether it holds a run.
+    A dry run writes nothing, so what the directory holds is no reason to refuse it."""
     if resume and overwrite:
         raise StoreError("--resume and --overwrite contradict each other; pass one")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise StoreError(f"--out {run_dir!r} is a file, not a directory")
     exists = has_run(run_dir)
+    if dry_run:
+        return exists
     if exists and not (resume or overwrite):
         raise StoreError(f"{run_dir!r} already holds a run; pass --resume to continue it or --overwrite to replace it")
     if resume and not exists:
@@ -128,26 +165,119 @@ def check_run_dir(run_dir: str, resume: bool, overwrite: bool) -> bool:
     return exists
 
 
-RUN_FILES = (CHECKPOINT, f"{CHECKPOINT}.tmp", EXPERIMENT_FILE, EVAL_FILE, "abc_bias.pt", "abc_*.png", "wandb-id", "wandb")
+LEGACY_FILES = (CHECKPOINT, EXPERIMENT_FILE, EVAL_FILE, "abc_bias.pt", "wandb-id",
+                *(f"abc_{name}.png" for name in ("attention_cross", "attention_self", "bias_cross", "bias_self")))  # a run from before the manifest
 
 
-def clear_run(run_dir: str) -> None:
-    """Delete what abcmini wrote in ``run_dir`` (and in an ABC source inside it), nothing else;
-    the directory itself goes only if nothing else is left in it."""
+def written(directory: str) -> list[str]:
+    """The paths (relative to ``directory``) its manifest says abcmini wrote; ``None`` without one.
+    Entries that would leave the directory are ignored."""
+    path = os.path.join(directory, MANIFEST)
+    if not os.path.isfile(path):
+        return None
+    with open(path, errors="replace") as f:
+        names = [line.strip() for line in f if line.strip()]
+    return [n for n in dict.fromkeys(names) if not os.path.isabs(n) and ".." not in n.split("/") and n not in (MANIFEST, LOCK)]
+
+
+def note_written(directory: str, *names: str) -> None:
+    """Add ``names`` (paths relative to ``directory``) to its manifest of what abcmini wrote."""
+    listed = written(directory)
+    if listed is None and has_run(directory):  # a run from before the manifest: what it wrote is known by name
+        listed, names = [], (*(n for n in LEGACY_FILES if os.path.isfile(os.path.join(directory, n))), *names)
+    new = list(dict.fromkeys(n for n in names if n not in (listed or [])))
+    if not new:
+        return
+    try:
+        fd = os.open(os.path.join(directory, MANIFEST), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        with os.fdopen(fd, "a") as f:
+            f.write("".join(f"{n}\n" for n in new))
+    except OSError as error:
+        raise StoreError(f"cannot write {os.path.join(directory, MANIFEST)!r}: {error.strerror or error}") from None
+
+
+def _remove(path: str) -> None:
+    shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+
+
+def clear_run(run_dir: str) -> list[str]:
+    """Delete what abcmini wrote in ``run_dir`` (its manifest, and an ABC source inside it) and
+    nothing else; returns what was kept (paths), and the directory goes only if nothing is left."""
+    kept = []
     source = os.path.join(run_dir, "source")
     if os.path.isdir(source) and has_run(source):
-        clear_run(source)
-    for pattern in RUN_FILES:
-        for path in glob.glob(os.path.join(glob.escape(run_dir), pattern)):
-            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        kept += clear_run(source)
+    listed = written(run_dir)
+    for name in LEGACY_FILES if listed is None else listed:
+        path = os.path.join(run_dir, name)
+        if os.path.lexists(path):
+            _remove(path)
+        parent = os.path.dirname(path)
+        while os.path.abspath(parent) != os.path.abspath(run_dir) and os.path.isdir(parent) and not os.listdir(parent):
+            os.rmdir(parent)
+            parent = os.path.dirname(parent)
+    if os.path.lexists(os.path.join(run_dir, MANIFEST)):
+        os.remove(os.path.join(run_dir, MANIFEST))
+    for folder, _, files in os.walk(run_dir):
+        kept += [os.path.join(folder, name) for name in files if os.path.join(folder, name) != os.path.join(run_dir, LOCK)]
     if not os.listdir(run_dir):
         os.rmdir(run_dir)
+    return sorted(set(kept))
+
+
+# ---------------------------------------------------------------- the lock of a run directory
+
+_held: dict[str, int] = {}  # real path of a locked directory → how many holders in this process
+
+
+@contextmanager
+def lock_run(run_dir: str, create: bool = True):
+    """Hold ``RUN_DIR/.abcmini.lock`` while writing ``run_dir``: a second process is refused with
+    one line naming the holder. Reentrant within a process; a missing directory is made
+    (``create``) or left to the caller's own error."""
+    if not os.path.isdir(run_dir):
+        if not create:
+            yield
+            return
+        try:
+            os.makedirs(run_dir, exist_ok=True)
+        except OSError as error:
+            raise StoreError(f"{run_dir!r} is not writable: {error.strerror or error}") from None
+    key = os.path.realpath(run_dir)
+    if key in _held:
+        _held[key] += 1
+        try:
+            yield
+        finally:
+            _held[key] -= 1
+        return
+    path = os.path.join(run_dir, LOCK)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    except OSError as error:
+        raise StoreError(f"{run_dir!r} is not writable: {error.strerror or error} (cannot take its lock {LOCK})") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 500, 0).decode(errors="replace").strip() or "another process"
+            raise StoreError(f"{run_dir!r} is in use by {holder}; wait for it to end or choose another directory") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} (abcmini {' '.join(sys.argv[1:2])})\n".encode(), 0)
+        _held[key] = 1
+        try:
+            yield
+        finally:
+            del _held[key]
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------- ABC bias files
 
 
 def save_bias(path: str, payload: dict) -> None:
+    note_written(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
     save_torch(path, {"format": BIAS_FORMAT, **payload})
 
 
@@ -174,31 +304,103 @@ def check_bias_matches(payload: dict, task: str, pad_width, heads: int, path: st
 
 def read_eval(run_dir: str) -> dict | None:
     path = os.path.join(run_dir, EVAL_FILE)
-    return load_json(path, "result record") if os.path.exists(path) else None
+    return check_fields(path, "result record", load_json(path, "result record"), RECORD_SCHEMA) if os.path.exists(path) else None
+
+
+def _int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _length_map(v, values) -> bool:
+    return isinstance(v, dict) and all(k.isdigit() and int(k) >= 1 and values(x) for k, x in v.items())
+
+
+_NUMBER = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+_OPTIONAL_INT = (lambda v: v is None or _int(v), "an integer or null")
+TEST_FIELDS = {"accuracy": (lambda v: _length_map(v, lambda x: _NUMBER(x) and 0 <= x <= 1), "lengths mapped to accuracies in [0, 1]"),
+               "test_seconds": (lambda v: _length_map(v, _NUMBER), "lengths mapped to seconds"),
+               "train_steps": _OPTIONAL_INT, "test_seed": _OPTIONAL_INT,
+               "test_frame": (lambda v: v in ("fixed", "follows"), "fixed or follows")}
+RECORD_SCHEMA = {**TEST_FIELDS, "task": (lambda v: isinstance(v, str), "a task name"), "method": (lambda v: isinstance(v, str), "a method name"),
+                 "seed": (_int, "an integer"), "pad_width": _OPTIONAL_INT,
+                 "other_tests": (lambda v: isinstance(v, dict) and all(isinstance(t, dict) for t in v.values()), "a mapping of tests")}
+EXPERIMENT_SCHEMA = {"lengths": (lambda v: isinstance(v, list) and all(_int(n) and n >= 1 for n in v), "a list of lengths (integers ≥ 1)"),
+                     "test_seed": (_int, "an integer"), "test_frame": TEST_FIELDS["test_frame"], "test_pad_width": _OPTIONAL_INT,
+                     "recipe": (lambda v: v is None or isinstance(v, str), "a recipe name"),
+                     "identity": (lambda v: isinstance(v, str), "a string"),
+                     "cell": (lambda v: isinstance(v, dict), "a mapping"), "calibration": (lambda v: v is None or isinstance(v, dict), "a mapping")}
+
+
+def check_fields(path: str, what: str, data: dict, schema: dict) -> dict:
+    """``data`` if each field of ``schema`` it holds has the expected shape, else one line naming the file and the field."""
+    for name, (ok, expected) in schema.items():
+        if name in data and not ok(data[name]):
+            raise StoreError(f"{what} {path!r}: field {name!r} must be {expected}, got {json.dumps(data[name])[:60]}")
+    for key, test in (data.get("other_tests") or {}).items() if schema is RECORD_SCHEMA else ():
+        check_fields(path, what, test, TEST_FIELDS)
+    return data
+
+
+OTHER_TESTS = "other_tests"  # eval.json: tests of the same training state in another frame or test seed
+KEPT_BESIDE = ("test_frame", "test_seed", "train_steps", "accuracy", "test_seconds", "version", "commit")
+
+
+def test_key(test_frame: str, test_seed) -> str:
+    return f"{test_frame}, test seed {test_seed}"
 
 
 def read_eval_of(run_dir: str, train_steps, test_seed, test_frame: str = "fixed") -> dict:
-    """``RUN_DIR/eval.json`` if it records this training state, test seed and test frame, else
-    ``{}``: accuracies of another state or another test set must not mix with new ones."""
+    """The part of ``RUN_DIR/eval.json`` that records this training state, test seed and test
+    frame (the record, or one of its ``other_tests``), else ``{}``: accuracies of another state
+    or another test set must not mix with new ones."""
     old = read_eval(run_dir) or {}
-    same = (old.get("train_steps"), old.get("test_seed"), old.get("test_frame", "fixed")) == (train_steps, test_seed, test_frame)
-    return old if same else {}
+    others = old.get(OTHER_TESTS) if isinstance(old.get(OTHER_TESTS), dict) else {}
+    for candidate in (old, others.get(test_key(test_frame, test_seed))):
+        if isinstance(candidate, dict) and (candidate.get("train_steps"), candidate.get("test_seed"),
+                                            candidate.get("test_frame", "fixed")) == (train_steps, test_seed, test_frame):
+            return candidate
+    return {}
 
 
-def write_eval(run_dir: str, record: dict) -> dict:
-    """Merge ``record`` into ``RUN_DIR/eval.json``: new fields and lengths are added or replace
-    theirs, nothing else is dropped (a record of another training state or test seed is replaced whole)."""
-    old = read_eval_of(run_dir, record.get("train_steps"), record.get("test_seed"), record.get("test_frame", "fixed"))
-    merged = {**old, **record, "accuracy": {**old.get("accuracy", {}), **record.get("accuracy", {})}}
+def _merge(old: dict, new: dict) -> dict:
+    merged = {**old, **new, "accuracy": {**old.get("accuracy", {}), **new.get("accuracy", {})}}
     merged["accuracy"] = dict(sorted(merged["accuracy"].items(), key=lambda item: int(item[0])))
-    save_json(os.path.join(run_dir, EVAL_FILE), merged)
     return merged
 
 
+def write_eval(run_dir: str, record: dict) -> dict:
+    """Merge ``record`` into ``RUN_DIR/eval.json`` and return it merged: new fields and lengths are
+    added or replace theirs, nothing else is dropped. The record is the test of the run's protocol
+    (its experiment's test frame and seed); a test of the same training state in another frame or
+    with another test seed is kept beside it, under ``other_tests``. Only a record of another
+    training state is replaced whole."""
+    old = read_eval(run_dir) or {}
+    if old.get("train_steps") != record.get("train_steps"):
+        old = {}
+    key = lambda r: test_key(r.get("test_frame", "fixed"), r.get("test_seed"))  # noqa: E731
+    others = dict(old.get(OTHER_TESTS) or {}) if isinstance(old.get(OTHER_TESTS), dict) else {}
+    experiment = read_experiment(run_dir) or {}
+    if not old or key(old) == key(record):
+        merged = result = _merge(old, record)
+    elif key(record) == key(experiment):  # the protocol's test takes the record's place; the one there goes beside
+        others[key(old)] = {k: old[k] for k in KEPT_BESIDE if k in old}
+        run = {k: v for k, v in old.items() if k not in KEPT_BESIDE and k != OTHER_TESTS}
+        merged = result = _merge({**run, **others.pop(key(record), {})}, record)
+        if others:
+            merged[OTHER_TESTS] = others
+    else:
+        others[key(record)] = _merge(others.get(key(record), {}), {k: record[k] for k in KEPT_BESIDE if k in record})
+        merged, result = {**old, OTHER_TESTS: others}, {**record, **others[key(record)]}
+    note_written(run_dir, EVAL_FILE)
+    save_json(os.path.join(run_dir, EVAL_FILE), merged)
+    return result
+
+
 def write_experiment(run_dir: str, record: dict) -> None:
+    note_written(run_dir, EXPERIMENT_FILE)
     save_json(os.path.join(run_dir, EXPERIMENT_FILE), record)
 
 
 def read_experiment(run_dir: str) -> dict | None:
     path = os.path.join(run_dir, EXPERIMENT_FILE)
-    return load_json(path, "experiment record") if os.path.exists(path) else None
+    return check_fields(path, "experiment record", load_json(path, "experiment record"), EXPERIMENT_SCHEMA) if os.path.exists(path) else None

@@ -26,10 +26,10 @@ import torch
 from einops import rearrange, repeat
 
 from abcmini.errors import UserError
+from abcmini.names import TASKS, check_task  # noqa: F401 (torch-free, for the command line)
 
 VOCAB = "0123456789+*$&@"
 PLUS, TIMES, SOS, EOS, PAD = (VOCAB.index(c) for c in "+*$&@")
-TASKS = ("successor", "addition", "nx1", "parity", "parity_class")
 POOL_SIZE = 2**20 + 1  # the paper's permutation of [0, 2^20]
 POOL_DIGITS = len(str(2**20))  # L_int: the longest operand in the pool has 7 digits
 
@@ -139,11 +139,6 @@ class Example:
     src: torch.Tensor  # [n, S]
     tgt_in: torch.Tensor  # [n, T]  SOS + result
     tgt_out: torch.Tensor  # [n, T]  result + EOS
-
-
-def check_task(task: str) -> None:
-    if task not in TASKS:
-        raise UserError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
 
 
 def is_binary(task: str) -> bool:

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from urllib.parse import urlparse
 
 from abcmini import __version__, commit
+from abcmini.store import atomic_write, note_written
 
 DEFAULT_PROJECT = "abcmini"
 REACH_SECONDS = 3.0
@@ -109,9 +110,14 @@ class Tracker:
                 config={**config, "version": __version__, "commit": commit(), **({"sweep": sweep} if sweep else {})},
                 id=run_id, resume="allow" if run_id else None,
                 mode=mode, settings=wandb.Settings(**SETTINGS))
+            folder = os.path.relpath(os.path.dirname(os.path.abspath(tracker.run.dir)), os.path.abspath(run_dir))
+            if not folder.startswith(".."):  # wandb's folder of this run, and its links to the latest one
+                parent = os.path.dirname(folder)
+                note_written(run_dir, folder, *(os.path.join(parent, link) for link in ("latest-run", "debug.log", "debug-internal.log")
+                                                 if os.path.islink(os.path.join(run_dir, parent, link))))
             if keep_id:
-                with open(id_path, "w") as f:
-                    f.write(tracker.run.id)
+                note_written(run_dir, ID_FILE)
+                atomic_write(id_path, lambda f: f.write(tracker.run.id.encode()))
         return tracker
 
     @contextmanager

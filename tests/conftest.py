@@ -1,4 +1,16 @@
+import os
+
 import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def empty_cwd(tmp_path, monkeypatch):
+    """An empty working directory: default paths (``runs/…``) resolve where nothing is, whatever
+    the clone holds (``reproduce --quick`` writes ``runs/quick/`` in it)."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
 
 
 @pytest.fixture(autouse=True)

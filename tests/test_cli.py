@@ -198,4 +198,6 @@ def test_eval_merges_lengths_but_never_mixes_test_sets(trained_run, tmp_path):
     assert invoke("eval", run, "--lengths", "3", "--no-wandb").exit_code == 0
     assert set(read()["accuracy"]) == {"1", "2", "3"}  # merged, nothing dropped
     assert invoke("eval", run, "--lengths", "3", "--seed", "1", "--no-wandb").exit_code == 0
-    assert set(read()["accuracy"]) == {"3"} and read()["test_seed"] == 1  # another test set replaces the record
+    record = read()  # another test set goes beside the record, never in it, and removes nothing
+    assert set(record["accuracy"]) == {"1", "2", "3"} and record["test_seed"] == 0
+    assert set(record["other_tests"]["fixed, test seed 1"]["accuracy"]) == {"3"}

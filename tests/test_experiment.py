@@ -16,6 +16,8 @@ from abcmini.reproduce import plan, table_cells
 from abcmini.sweep import command_line, expand, load_sweep
 from cli import app
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 runner = CliRunner()
 STUDIED = ("kappa_cross", "kappa_self")  # what a sweep may vary beyond the cell; every other value is the recipe's
 
@@ -33,9 +35,10 @@ def reproduce_experiment(recipe, task, method, seed, overrides=None, window=None
     return job.experiment.to_dict()
 
 
-@pytest.mark.parametrize("path", sorted(glob.glob("sweeps/*.yaml")))
+@pytest.mark.usefixtures("empty_cwd")
+@pytest.mark.parametrize("path", sorted(glob.glob("sweeps/*.yaml", root_dir=ROOT)))
 def test_every_sweep_run_resolves_to_what_reproduce_runs_for_its_cell(path):
-    config = load_sweep(path)
+    config = load_sweep(os.path.join(ROOT, path))
     runs = expand(config)
     assert len(runs) > 1
     for params in runs:
@@ -49,6 +52,7 @@ def test_every_sweep_run_resolves_to_what_reproduce_runs_for_its_cell(path):
 
 
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
+@pytest.mark.usefixtures("empty_cwd")
 def test_train_resolves_every_cell_of_both_tables_as_reproduce_does(recipe):
     cells = table_cells(MAIN_TASKS, MAIN_METHODS, (0, 1, 2)) + table_cells(ABS_TASKS, ABS_METHODS, (0, 1, 2))
     assert len(set(cells)) == 3 * (3 * 4 + 4 * 4 - 3)  # both tables, Vanilla once per task
@@ -59,6 +63,7 @@ def test_train_resolves_every_cell_of_both_tables_as_reproduce_does(recipe):
         assert resolved["experiment"]["overrides"] == {}
 
 
+@pytest.mark.usefixtures("empty_cwd")
 def test_an_option_overrides_one_field_and_is_recorded():
     plain = dry_run("--task", "addition", "--method", "abc")
     assert plain["out"] == os.path.join("runs", "paper", "addition", "abc-s0")
@@ -78,6 +83,7 @@ def test_an_option_overrides_one_field_and_is_recorded():
     assert dry_run("--method", "vanilla", "--window", 1, "--period", 3)["experiment"] == dry_run("--method", "+T=3")["experiment"]
 
 
+@pytest.mark.usefixtures("empty_cwd")
 def test_a_recipe_file_is_a_copy_with_edits(tmp_path):
     path = tmp_path / "mine.yaml"
     path.write_text("base: quick\npad_width: 30\nabc_pad_width: 16\ncalibration:\n  kappa_cross: 3.5\n")

@@ -1,6 +1,7 @@
 """Every sweep in sweeps/ is valid for wandb's sweep engine and expands to valid CLI calls."""
 
 import glob
+import os
 import shlex
 
 import pytest
@@ -10,7 +11,8 @@ from abcmini.sweep import SweepFileError, command_line, expand, load_sweep
 from cli import app
 
 runner = CliRunner()
-SWEEPS = sorted(glob.glob("sweeps/*.yaml"))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SWEEPS = sorted(os.path.join(ROOT, path) for path in glob.glob("sweeps/*.yaml", root_dir=ROOT))
 
 
 def test_the_project_ships_the_promised_sweeps():
@@ -18,7 +20,8 @@ def test_the_project_ships_the_promised_sweeps():
     assert {"paper-grid", "abs-window-period", "abc-kappa"} <= names
 
 
-@pytest.mark.parametrize("path", SWEEPS)
+@pytest.mark.usefixtures("empty_cwd")
+@pytest.mark.parametrize("path", SWEEPS, ids=os.path.basename)
 def test_every_expanded_run_is_a_valid_cli_call(path):
     config = load_sweep(path)
     assert config["program"] == "cli.py"

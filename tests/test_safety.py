@@ -1,0 +1,227 @@
+"""Nothing lost, nothing overwritten: abcmini writes through unique temporary files, holds a lock on
+the run directory it writes, deletes and replaces only what it wrote, and keeps every test of a
+run; argument errors come before torch is imported. Real tiny runs through the real CLI."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from cli import app
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ["--preset", "tiny", "--pad-width", "7", "--lengths", "3", "--valid-size", "20", "--eval-every", "10", "--no-wandb"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def one_line(result, needle):
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and needle in lines[0], result.output
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def tiny_root(tmp_path_factory):
+    """A root holding one tiny trained run (2 steps) with its result record."""
+    root = tmp_path_factory.mktemp("root")
+    result = invoke("train", *TINY, "--steps", 2, "--out", root / "successor" / "vanilla-s0")
+    assert result.exit_code == 0, result.output
+    return root
+
+
+def test_atomic_writes_never_follow_a_planted_symlink(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("checkpoint.pt.tmp", "eval.json.tmp", "experiment.json.tmp"):
+        (run / name).symlink_to(outside)
+    result = invoke("train", *TINY, "--steps", 2, "--out", run)
+    assert result.exit_code == 0, result.output
+    assert outside.read_text() == "precious\n"
+    assert (run / "checkpoint.pt").stat().st_size > 1000 and json.loads((run / "eval.json").read_text())["accuracy"]
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (run / "checkpoint.pt").stat().st_mode & 0o777 == 0o666 & ~mask  # an ordinary new file's mode
+
+
+def start_endless_training(run) -> subprocess.Popen:
+    """A real tiny training that runs until killed, once it has written its experiment record."""
+    process = subprocess.Popen([sys.executable, "-m", "cli", "train", *TINY, "--steps", "1000000", "--out", str(run)], cwd=ROOT, env=ENV,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (run / "experiment.json").exists() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.1)
+    if process.poll() is not None or not (run / "experiment.json").exists():
+        process.kill()
+        pytest.fail(f"the first training did not start: {process.communicate()[1]}")
+    return process
+
+
+def test_a_second_process_on_a_run_directory_is_refused_while_the_first_trains(tmp_path):
+    run = tmp_path / "run"
+    first = start_endless_training(run)
+    try:
+        second = subprocess.run([sys.executable, "-m", "cli", "train", *TINY, "--steps", "4", "--continue", "--out", str(run)], cwd=ROOT,
+                                env=ENV, capture_output=True, text=True, timeout=120)
+        lines = second.stderr.strip().splitlines()
+        assert second.returncode == 2 and len(lines) == 1, second.stdout + second.stderr
+        assert "is in use by" in lines[0] and f"pid {first.pid}" in lines[0] and "abcmini train" in lines[0], lines[0]
+        assert first.poll() is None  # the first training goes on
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_reproduce_skips_a_cell_another_process_is_training(tmp_path):
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text("base: quick\npreset: tiny\npad_width: 7\nlengths: [3]\nsteps: 2\nvalid_size: 20\neval_every: 2\n")
+    cell = tmp_path / "root" / "successor" / "vanilla-s0"
+    first = start_endless_training(cell)
+    try:
+        result = subprocess.run([sys.executable, "-m", "cli", "reproduce", "--recipe", str(recipe), "--tasks", "successor", "--methods",
+                                 "vanilla", "--seeds", "0", "--workers", "1", "--no-wandb", "--out", str(tmp_path / "root")],
+                                cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+        skipped = [line for line in result.stderr.splitlines() if "skipped:" in line]
+        assert len(skipped) == 1 and "is in use by" in skipped[0] and f"pid {first.pid}" in skipped[0], result.stdout + result.stderr
+        assert "Traceback" not in result.stderr and first.poll() is None
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_dry_run_never_refuses_an_existing_run(empty_cwd):
+    cell = os.path.join("runs", "quick", "successor", "vanilla-s0")
+    assert invoke("train", "--recipe", "quick", *TINY, "--steps", 2, "--out", cell).exit_code == 0
+    result = invoke("train", "--recipe", "quick", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["out"] == cell and os.path.isfile(os.path.join(cell, "checkpoint.pt"))
+
+
+def test_overwrite_deletes_only_what_abcmini_wrote_and_names_what_it_kept(tmp_path, monkeypatch):
+    """wandb offline in the run directory: its run folder goes, a user's notes in wandb/ and a user's
+    abc_*.png stay."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.delenv("WANDB_DIR")
+    run = tmp_path / "run"
+    args = [a for a in TINY if a != "--no-wandb"]
+    assert invoke("train", *args, "--steps", 2, "--wandb", "--out", run).exit_code == 0
+    (written,) = [p.name for p in (run / "wandb").iterdir() if p.name.startswith("offline-run-")]
+    (run / "wandb" / "notes.txt").write_text("mine\n")
+    (run / "abc_mine.png").write_bytes(b"\x89PNG mine")
+    result = invoke("train", *TINY, "--steps", 2, "--overwrite", "--out", run)
+    assert result.exit_code == 0, result.output
+    assert (run / "wandb" / "notes.txt").read_text() == "mine\n" and (run / "abc_mine.png").read_bytes() == b"\x89PNG mine"
+    assert not (run / "wandb" / written).exists() and not (run / "wandb-id").exists()
+    assert "kept 2 files abcmini did not write" in result.stdout and "abc_mine.png" in result.stdout
+
+
+def test_dashboard_and_report_refuse_to_replace_files_they_did_not_write(tiny_root, tmp_path):
+    notes = tmp_path / "notes.html"
+    notes.write_text("<p>my notes</p>\n")
+    one_line(invoke("dashboard", tiny_root, "--out", notes), "was not written by abcmini dashboard")
+    assert notes.read_text() == "<p>my notes</p>\n"
+    figure = tmp_path / "accuracy_successor.png"
+    figure.write_bytes(b"my figure")
+    one_line(invoke("report", tiny_root, "--out", tmp_path / "report.md"), "accuracy_successor.png' was not written by abcmini report")
+    assert figure.read_bytes() == b"my figure" and not (tmp_path / "report.md").exists()
+    # what abcmini wrote, it may replace
+    other = tmp_path / "other"
+    for _ in range(2):
+        assert invoke("report", tiny_root, "--out", other / "report.md").exit_code == 0
+        assert invoke("dashboard", tiny_root, "--out", other / "dashboard.html").exit_code == 0
+
+
+def test_eval_in_another_frame_keeps_every_result_of_the_record(tiny_root, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_root / "successor" / "vanilla-s0", run)
+    record = json.loads((run / "eval.json").read_text())
+    record |= {"source": "/elsewhere/source", "calibration_seconds": 12.5, "accuracy": {"3": 0.5, "7": 0.25}}
+    (run / "eval.json").write_text(json.dumps(record))
+    result = invoke("eval", run, "--lengths", "6,30", "--test-frame", "follows", "--no-wandb")
+    assert result.exit_code == 0, result.output
+    after = json.loads((run / "eval.json").read_text())
+    assert {k: v for k, v in after.items() if k != "other_tests"} == record  # nothing of the record changed or went
+    beside = after["other_tests"]["follows, test seed 0"]
+    assert beside["test_frame"] == "follows" and set(beside["accuracy"]) == {"6", "30"} and set(beside["test_seconds"]) == {"6", "30"}
+    # the record's own frame again: merged into the record, the other test stays beside it
+    assert invoke("eval", run, "--lengths", "5", "--no-wandb").exit_code == 0
+    again = json.loads((run / "eval.json").read_text())
+    assert set(again["accuracy"]) == {"3", "5", "7"} and again["other_tests"] == after["other_tests"]
+    assert invoke("report", tmp_path, "--out", tmp_path / "r" / "report.md").exit_code == 0
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["eval", "runs/nope"], "run directory 'runs/nope' does not exist"),
+    (["eval", "."], "no checkpoint in '.'"),
+    (["eval", "runs/nope", "--test-frame", "wide"], "does not exist"),
+    (["train", "--task", "bogus"], "unknown task 'bogus'"),
+    (["train", "--recipe", "nope.yaml"], "unknown recipe 'nope.yaml'"),
+])
+def test_argument_errors_come_before_torch_is_imported(args, needle, empty_cwd):
+    code = ("import sys; sys.argv = ['abcmini', *sys.argv[1:]]; from cli import main\n"
+            "try:\n    main()\nexcept SystemExit as exit:\n    print('torch' in sys.modules, exit.code)\n")
+    env = {**ENV, "PYTHONPATH": ROOT}
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", code, *args], cwd=empty_cwd, env=env, capture_output=True, text=True, timeout=60)
+    seconds = time.perf_counter() - started
+    assert result.stdout.split() == ["False", "2"], result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], result.stderr
+    assert seconds < 3, seconds  # torch alone takes longer to import; the goal is 0.5 s on an idle machine
+
+
+def test_a_length_beyond_the_fixed_frame_names_the_option_that_tests_it(tiny_root):
+    one_line(invoke("eval", tiny_root / "successor" / "vanilla-s0", "--lengths", "30"), "pass --test-frame follows")
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("base: me.yaml\n", "its base: chain comes back to it"),
+    ("steps: abc\n", "steps must be an integer, got 'abc'"),
+    ("lengths: 5\n", "lengths must be a list of integers"),
+    ("calibration: 3\n", "calibration must be a mapping"),
+    ("calibration: {kappa_cross: [1]}\n", "calibration.kappa_cross must be a finite number"),
+])
+def test_a_recipe_file_of_the_wrong_shape_is_one_line(empty_cwd, text, needle):
+    (empty_cwd / "me.yaml").write_text(text)
+    line = one_line(invoke("train", "--recipe", "me.yaml", "--dry-run"), needle)
+    assert "'me.yaml'" in line
+
+
+def broken(run, name, **fields):
+    path = run / name
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
+
+
+@pytest.mark.parametrize("name, fields, command, needle", [
+    ("experiment.json", {"lengths": "abc"}, ["eval", "{run}"], "experiment.json': field 'lengths' must be"),
+    ("eval.json", {"accuracy": [1, 2]}, ["eval", "{run}", "--lengths", "2"], "eval.json': field 'accuracy' must be"),
+    ("eval.json", {"seed": "zero"}, ["report", "{root}", "--out", "{root}/r/report.md"], "eval.json': field 'seed' must be an integer"),
+    ("eval.json", {"accuracy": {"3": 5}}, ["dashboard", "{root}"], "eval.json': field 'accuracy' must be"),
+])
+def test_a_record_of_the_wrong_shape_is_one_line_naming_file_and_field(tiny_root, tmp_path, name, fields, command, needle):
+    import shutil
+
+    run = tmp_path / "root" / "successor" / "vanilla-s0"
+    shutil.copytree(tiny_root / "successor" / "vanilla-s0", run)
+    broken(run, name, **fields)
+    args = [a.format(run=run, root=tmp_path / "root") for a in command] + (["--no-wandb"] if command[0] == "eval" else [])
+    one_line(invoke(*args), needle)
+
+
+def test_an_invalid_invocations_ledger_is_refused_before_any_work(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "invocations.json").write_text("{")
+    line = one_line(invoke("reproduce", "--quick", "--no-wandb", "--out", root), "invocations.json' is unreadable or not valid JSON")
+    assert sorted(p.name for p in root.iterdir()) == ["invocations.json"], line
