@@ -5,6 +5,7 @@ option given on the command line overrides one field of the recipe and is record
 Options also take the underscore spelling a wandb sweep agent passes (``--pad_width=64``).
 """
 
+import glob
 import os
 import sys
 import time
@@ -485,11 +486,14 @@ def reproduce_command(
         errors.print(f"interrupted after {time.perf_counter() - start:.0f}s: {done} cell{'s' * (done != 1)} finished in this invocation; "
                      f"every unfinished run keeps its last checkpoint; rerun the same command to resume", soft_wrap=True, highlight=False)
         raise typer.Exit(130) from None
+    failed = sum("error" in r for r in results)
+    if failed and not glob.glob(os.path.join(out, "**", "eval.json"), recursive=True):
+        errors.print(f"reproduce: {failed} failed and no cell has a result record to report", soft_wrap=True, highlight=False)
+        raise typer.Exit(1)
     with user_errors():
         text, pngs = write_report(out, os.path.join(out, "report.md"), read_invocations(out))
         dashboard = write_dashboard(out, os.path.join(out, "dashboard.html"))
     console.print(text, highlight=False, soft_wrap=True, markup=False)
-    failed = sum("error" in r for r in results)
     console.print(f"reproduce: {len(results) - failed} runs done, {failed} failed, {time.perf_counter() - start:.0f}s → "
                   f"{os.path.join(out, 'report.md')}, {dashboard}, {', '.join(os.path.basename(p) for p in pngs)}", soft_wrap=True, highlight=False)
     if failed:
