@@ -143,7 +143,8 @@ def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
     assert bias.cross_attention.deltas == tuple(d for d in CROSS_DIRECTIONS for _ in range(2)) * 2  # layers × directions × segments ($, digits)
     assert bias.self_attention.deltas == SELF_DIRECTIONS * 2
     cross = bias.cross_attention
-    silent = cross(8, 9)[cross.transparent]  # a head with no line in either layer reads only the start marker
+    layout = ((0, 0), (1, 7))  # "$" and the 7 digits of a pad-7 Successor input
+    silent = cross(8, 8, layout=layout)[cross.transparent]  # a head with no line in either layer reads only the start marker
     assert torch.isfinite(silent[..., 0]).all() and not torch.isfinite(silent[..., 1:]).any()
 
     # κ = −10 passes every line through the dropoff: the rules alone decide where verticals stand
@@ -156,7 +157,7 @@ def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
         for index, delta in enumerate(lines.deltas):
             opened = [lines.firsts[index] + int(c) for c in torch.isfinite(lines.values[index]).any(dim=0).nonzero().flatten()]
             if delta == 0:  # a vertical's index is its column, counted from its segment's last column (self: from SOS)
-                verticals[kind] |= {(lines.segment(index, 8) if kind == "cross" else (0, 0), line) for line in opened}
+                verticals[kind] |= {(lines.segment(index, layout) if kind == "cross" else (0, 0), line) for line in opened}
     assert verticals["self"] == {((0, 0), 0)}  # SOS only
     assert verticals["cross"] and all(segment[0] == segment[1] for segment, _ in verticals["cross"])  # one-token parts only
     assert len(loose.cross_attention.values.isfinite().nonzero()) > len(verticals["cross"])  # digit lines open too
