@@ -16,9 +16,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer vendors Click (≥ 0.26)
+
 from typer.core import TyperGroup
 
 from abcmini.errors import UserError
+from abcmini.names import check_int
 
 console = Console()
 errors = Console(stderr=True)
@@ -99,6 +101,7 @@ def parse_integers(text: str, option: str, minimum: int | None = None) -> tuple[
     bad = [n for n in values if minimum is not None and n < minimum]
     if bad:
         raise UserError(f"{option} must be at least {minimum}, got {bad[0]}")
+    check_int(values, option.strip("-").replace("-", "_"), option)
     return values
 
 
@@ -232,9 +235,15 @@ def train(
     with user_errors():  # before torch is imported
         check_task(task)
         load_recipe(recipe)
+        for name, value in (("seed", seed), ("window", window), ("period", period), ("enc_layers", enc_layers), ("pad_width", pad_width),
+                            ("abc_pad_width", abc_pad_width), ("data_seed", data_seed), ("steps", steps), ("batch_size", batch_size),
+                            ("warmup", warmup), ("eval_every", eval_every), ("valid_size", valid_size), ("threads", threads)):
+            check_int(value, name)
+        if lengths:
+            parse_integers(lengths, "--lengths", minimum=1)
     from abcmini import experiment as ex
     from abcmini.limits import check_memory, check_writable
-    from abcmini.pipeline import Tracking, run_cell, use_threads
+    from abcmini.pipeline import Tracking, check_cell_evaluation, run_cell, use_threads
     from abcmini.store import check_bias_matches, check_run_dir, clear_run, has_run, load_bias, lock_run
 
     with user_errors():
@@ -268,6 +277,7 @@ def train(
         check_memory(experiment.run, device)
         if experiment.source is not None:
             check_memory(experiment.source, device, experiment.calibration.samples, "calibration")
+        check_cell_evaluation(experiment, device)  # the tests after training fit too: refused now, not after it
     if dry_run:
         console.print_json(data={"out": run_dir, "source": source_dir, "experiment": experiment.to_dict()})
         return
@@ -306,6 +316,7 @@ def evaluate(
 
     with user_errors():  # the arguments first: an error is answered before torch is imported
         require_checkpoint(run_dir)
+        check_int(seed, "test_seed", "--seed")
         wanted = parse_integers(lengths, "--lengths", minimum=1) if lengths else None
         if test_frame is not None:
             check_test_frame(test_frame)
@@ -333,6 +344,9 @@ def calibrate_command(
     wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
 ):
     """ABC: average an interpolating model's attention and turn it into line-table biases usable at any length (train --bias FILE)."""
+    with user_errors():  # before torch is imported
+        check_int(samples, "samples")
+        check_int(seed, "seed")
     from dataclasses import asdict, replace
 
     from abcmini.experiment import RunConfig

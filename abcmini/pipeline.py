@@ -244,6 +244,17 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
     return result
 
 
+def test_frames(experiment: dict | None, cfg: RunConfig, lengths) -> list[int]:
+    """The pad width of each test at ``lengths`` in the experiment's test frame."""
+    follows = (experiment or {}).get("test_frame") == "follows"
+    return [pad_width_for(length, cfg.pad_width if follows else protocol_width(experiment, cfg), follows, cfg.period) for length in lengths]
+
+
+def check_cell_evaluation(experiment: Experiment, device) -> None:
+    """Refuse, before training, a cell whose tests cannot fit in memory at its widest frame."""
+    check_evaluation(experiment.run, max(test_frames(experiment.to_dict(), experiment.run, experiment.lengths)), device)
+
+
 def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Hooks, tracking: Tracking,
                  batch_size: int = 1000, test_frame: str | None = None) -> dict:
     """``abcmini eval``: a trained run at ``lengths`` (default its experiment's) in its test frame
@@ -257,8 +268,7 @@ def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Ho
     lengths = tuple(lengths or (experiment or {}).get("lengths", ()))
     if not lengths:
         raise UserError(f"{run_dir!r} has no experiment record to take test lengths from; pass --lengths")
-    follows = (experiment or {}).get("test_frame") == "follows"
-    frames = [pad_width_for(length, cfg.pad_width if follows else protocol_width(experiment, cfg), follows, cfg.period) for length in lengths]  # every length fits, the batches
+    frames = test_frames(experiment, cfg, lengths)  # every length fits, the batches
     check_evaluation(cfg, max(frames), device)  # fit in memory and the record can be written, before any work
     check_writable(run_dir, "RUN_DIR")
     read_eval(run_dir)  # a record of the wrong shape is refused before any work

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, fields, replace
 
 import yaml
 
+from abcmini.names import check_int
+
 from abcmini.errors import UserError
 
 
@@ -151,6 +153,8 @@ def _checked(name: str, value, kind, where: str):
         expected = {int: "an integer", float: "a finite number", str: "a string", tuple: "a list of integers",
                     int | None: "an integer or null"}[kind]
         raise ConfigError(f"{where}: {name} must be {expected}, got {value!r}")
+    if kind in (int, tuple, int | None):
+        check_int(value, "steps" if name.startswith("steps") else name, f"{where}: {name}")
     return float(value) if kind is float else value
 
 

@@ -21,6 +21,7 @@ import socket
 import sys
 import tempfile
 from contextlib import contextmanager
+from dataclasses import fields
 
 from abcmini.errors import UserError
 
@@ -138,12 +139,50 @@ def load_checkpoint(run_dir: str) -> dict:
     state = load_torch(path, "checkpoint", CheckpointError)
     if state.get("format") != CHECKPOINT_FORMAT or "config" not in state:
         raise CheckpointError(f"{path!r} is not an abcmini checkpoint (format {CHECKPOINT_FORMAT})")
+    return check_checkpoint(path, state)
+
+
+def check_checkpoint(path: str, state: dict) -> dict:
+    """``state`` if it has a checkpoint's parts (a config of known fields, the model's tensors, a
+    history of entries), else one line naming the file and what is wrong."""
+    import torch
+
+    from abcmini.experiment import RunConfig
+
+    parts = {"config": (dict, "a mapping of run fields"), "model": (dict, "a mapping of tensors"), "history": (list, "a list of entries")}
+    for name, (kind, expected) in parts.items():
+        if name not in state:
+            raise CheckpointError(f"checkpoint {path!r} lacks its {name!r}; it is not a complete abcmini checkpoint")
+        if not isinstance(state[name], kind):
+            raise CheckpointError(f"checkpoint {path!r}: {name!r} must be {expected}, got {type(state[name]).__name__}")
+    if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state["model"].items()):
+        raise CheckpointError(f"checkpoint {path!r}: 'model' must map parameter names to tensors")
+    if not all(isinstance(entry, dict) and isinstance(entry.get("step"), int) for entry in state["history"]):
+        raise CheckpointError(f"checkpoint {path!r}: 'history' entries must be mappings with a 'step'")
+    known = {f.name for f in fields(RunConfig)}
+    unknown = sorted(str(k) for k in set(state["config"]) - known)
+    if unknown:
+        raise CheckpointError(f"checkpoint {path!r}: its config has unknown field {unknown[0]!r}; it comes from another version or program")
+    try:
+        RunConfig(**state["config"]).model_config()
+    except Exception as error:  # a missing field, or a value of the wrong kind
+        raise CheckpointError(f"checkpoint {path!r}: its config is not a run's ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
     return state
 
 
 def has_run(run_dir: str) -> bool:
-    """Whether ``run_dir`` holds an abcmini run (a checkpoint or an experiment record)."""
-    return any(os.path.isfile(os.path.join(run_dir, name)) for name in (CHECKPOINT, EXPERIMENT_FILE))
+    """Whether ``run_dir`` holds an abcmini run: a checkpoint, a result record, an ABC bias or a
+    source run inside it. An experiment record alone is a start that failed before training wrote
+    anything (``has_start``): the corrected command may start there again."""
+    if any(os.path.isfile(os.path.join(run_dir, name)) for name in (CHECKPOINT, EVAL_FILE, "abc_bias.pt")):
+        return True
+    source = os.path.join(run_dir, "source")
+    return os.path.isdir(source) and has_run(source)
+
+
+def has_start(run_dir: str) -> bool:
+    """Whether abcmini started a run in ``run_dir`` (a run, or at least its experiment record)."""
+    return has_run(run_dir) or os.path.isfile(os.path.join(run_dir, EXPERIMENT_FILE))
 
 
 def check_run_dir(run_dir: str, resume: bool, overwrite: bool, dry_run: bool = False) -> bool:
@@ -153,16 +192,16 @@ def check_run_dir(run_dir: str, resume: bool, overwrite: bool, dry_run: bool = F
         raise StoreError("--resume and --overwrite contradict each other; pass one")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise StoreError(f"--out {run_dir!r} is a file, not a directory")
-    exists = has_run(run_dir)
+    exists, started = has_run(run_dir), has_start(run_dir)
     if dry_run:
-        return exists
+        return started
     if exists and not (resume or overwrite):
         raise StoreError(f"{run_dir!r} already holds a run; pass --resume to continue it or --overwrite to replace it")
-    if resume and not exists:
+    if resume and not started:
         raise StoreError(f"--resume: {run_dir!r} holds no run to continue")
-    if overwrite and os.path.isdir(run_dir) and not exists:
+    if overwrite and os.path.isdir(run_dir) and not started:
         raise StoreError(f"--overwrite: {run_dir!r} holds no abcmini run; refusing to delete it")
-    return exists
+    return started
 
 
 LEGACY_FILES = (CHECKPOINT, EXPERIMENT_FILE, EVAL_FILE, "abc_bias.pt", "wandb-id",
@@ -183,7 +222,7 @@ def written(directory: str) -> list[str]:
 def note_written(directory: str, *names: str) -> None:
     """Add ``names`` (paths relative to ``directory``) to its manifest of what abcmini wrote."""
     listed = written(directory)
-    if listed is None and has_run(directory):  # a run from before the manifest: what it wrote is known by name
+    if listed is None and has_start(directory):  # a run from before the manifest: what it wrote is known by name
         listed, names = [], (*(n for n in LEGACY_FILES if os.path.isfile(os.path.join(directory, n))), *names)
     new = list(dict.fromkeys(n for n in names if n not in (listed or [])))
     if not new:
@@ -205,7 +244,7 @@ def clear_run(run_dir: str) -> list[str]:
     nothing else; returns what was kept (paths), and the directory goes only if nothing is left."""
     kept = []
     source = os.path.join(run_dir, "source")
-    if os.path.isdir(source) and has_run(source):
+    if os.path.isdir(source) and has_start(source):
         kept += clear_run(source)
     listed = written(run_dir)
     for name in LEGACY_FILES if listed is None else listed:

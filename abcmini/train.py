@@ -13,7 +13,7 @@ from abcmini.errors import UserError
 from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig, learning_rate
 from abcmini.model import Transformer
-from abcmini.store import check_bias_matches, load_bias, load_checkpoint, save_checkpoint
+from abcmini.store import CheckpointError, check_bias_matches, load_bias, load_checkpoint, save_checkpoint
 from abcmini.tasks import Pool, format_task, sample_operands
 
 BUDGET = ("steps", "stop_at", "train_on")  # what a resumed run may change
@@ -45,7 +45,10 @@ def load_model(state: dict, device="cpu") -> tuple[RunConfig, Transformer]:
     """``(cfg, model)`` from a checkpoint; an ABC bias is stored in the checkpoint itself."""
     cfg = RunConfig(**state["config"])
     model = Transformer(cfg.model_config(), scaffold(cfg, state.get("abc_bias")))
-    model.load_state_dict(state["model"])
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as error:  # tensors of another model: missing, unexpected or of another shape
+        raise CheckpointError(f"checkpoint's weights do not fit its config ({str(error).splitlines()[-1].strip()[:120]})") from None
     return cfg, model.to(device).eval()
 
 

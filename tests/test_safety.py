@@ -225,3 +225,83 @@ def test_an_invalid_invocations_ledger_is_refused_before_any_work(tmp_path):
     (root / "invocations.json").write_text("{")
     line = one_line(invoke("reproduce", "--quick", "--no-wandb", "--out", root), "invocations.json' is unreadable or not valid JSON")
     assert sorted(p.name for p in root.iterdir()) == ["invocations.json"], line
+
+
+def test_train_refuses_tests_that_cannot_fit_before_training(tmp_path):
+    run = tmp_path / "run"
+    result = invoke("train", *TINY[:4], "--lengths", 100000, "--test-frame", "follows", "--steps", 2, "--no-wandb", "--out", run)
+    one_line(result, "evaluating at pad width")
+    assert not run.exists()  # refused before anything was written, not after training
+
+
+@pytest.mark.parametrize("args, needle", [(("--steps", 10**30), "--steps must be at most"), (("--seed", -1), "--seed must be at least 0"),
+                                          (("--seed", 2**64), "--seed must be at most"), (("--lengths", "99999999999999999999"), "--lengths must be at most"),
+                                          (("--data-seed", -5), "--data-seed must be at least 0")])
+def test_integers_beyond_their_use_are_refused_before_work(tmp_path, args, needle):
+    run = tmp_path / "run"
+    one_line(invoke("train", *TINY, *args, "--out", run), needle)
+    assert not run.exists()
+
+
+def test_eval_and_calibrate_refuse_seeds_and_samples_beyond_their_use(tiny_root):
+    run = tiny_root / "successor" / "vanilla-s0"
+    one_line(invoke("eval", run, "--seed", 2**63, "--no-wandb"), "--seed must be at most")
+    one_line(invoke("calibrate", run, "--samples", 10**12, "--no-wandb"), "--samples must be at most")
+
+
+def test_a_start_that_failed_after_its_experiment_record_does_not_refuse_the_corrected_command(tmp_path, monkeypatch):
+    from abcmini import pipeline
+    from abcmini.errors import UserError
+
+    def fail(*args, **kwargs):
+        raise UserError("the first start fails")
+
+    run = tmp_path / "run"
+    monkeypatch.setattr(pipeline, "Trainer", fail)
+    one_line(invoke("train", *TINY, "--steps", 2, "--out", run), "the first start fails")
+    assert (run / "experiment.json").exists() and not (run / "checkpoint.pt").exists()
+    monkeypatch.undo()
+    result = invoke("train", *TINY, "--steps", 2, "--out", run)
+    assert result.exit_code == 0, result.output
+    assert (run / "checkpoint.pt").exists() and json.loads((run / "eval.json").read_text())["accuracy"]
+    one_line(invoke("train", *TINY, "--steps", 2, "--out", run), "already holds a run")  # a real run is still refused
+
+
+@pytest.fixture
+def broken_checkpoint(tiny_root, tmp_path):
+    import shutil
+
+    import torch
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_root / "successor" / "vanilla-s0", run)
+    state = torch.load(run / "checkpoint.pt", weights_only=True)
+
+    def write(change):
+        torch.save(change(dict(state)), run / "checkpoint.pt")
+        return run
+
+    return write
+
+
+@pytest.mark.parametrize("change, needle", [(lambda s: [1, 2], "is not an abcmini checkpoint"),
+                                            (lambda s: {k: v for k, v in s.items() if k != "model"}, "lacks its 'model'"),
+                                            (lambda s: {k: v for k, v in s.items() if k != "history"}, "lacks its 'history'"),
+                                            (lambda s: {**s, "history": "long"}, "'history' must be"),
+                                            (lambda s: {**s, "model": {"w": 1}}, "'model' must map"),
+                                            (lambda s: {**s, "config": {**s["config"], "colour": "red"}}, "unknown field 'colour'"),
+                                            (lambda s: {**s, "config": 7}, "'config' must be"),
+                                            (lambda s: {**s, "model": {}}, "weights do not fit")])
+@pytest.mark.parametrize("command", ["eval", "calibrate"])
+def test_checkpoints_of_the_wrong_shape_are_one_line(broken_checkpoint, change, needle, command):
+    run = broken_checkpoint(change)
+    before = (run / "eval.json").read_bytes()
+    one_line(invoke(command, run, "--no-wandb"), needle)
+    assert (run / "eval.json").read_bytes() == before and not (run / "abc_bias.pt").exists()
+
+
+def test_report_and_dashboard_name_a_checkpoint_of_the_wrong_shape(broken_checkpoint, tmp_path):
+    run = broken_checkpoint(lambda s: {**s, "config": {**s["config"], "colour": "red"}})
+    for command in (("report", run.parent, "--out", tmp_path / "rep" / "report.md"), ("dashboard", run.parent, "--out", tmp_path / "d.html")):
+        result = invoke(*command)
+        assert "Traceback" not in result.output and result.exit_code in (0, 2), result.output
