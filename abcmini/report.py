@@ -15,7 +15,7 @@ from abcmini.figures import accuracy_curves, close, save
 from abcmini.paper import paper_accuracy
 from abcmini.published import ANCHORS
 from abcmini.tasks import POOL_DIGITS
-from abcmini.store import EVAL_FILE, RECORD_SCHEMA, StoreError, atomic_write, check_fields, load_json
+from abcmini.store import EVAL_FILE, OTHER_TESTS, RECORD_SCHEMA, StoreError, atomic_write, check_fields, load_json
 
 TASK_ORDER = ("successor", "addition", "nx1", "parity", "parity_class")
 MAIN_ROWS = tuple((t, m) for t in ("successor", "addition", "nx1") for m in ("vanilla", "alibi", "rope", "nope+abc"))
@@ -26,14 +26,17 @@ RECORD_FIELDS = ("task", "method", "seed", "accuracy")
 
 
 def collect(runs_dir: str) -> list[dict]:
-    """Every result record (``eval.json``) below ``runs_dir``, with its run directory in ``run``."""
+    """Every result record (``eval.json``) below ``runs_dir``, with its run directory in ``run``;
+    a record's tests in another frame or test seed (``other_tests``) as records of their own."""
     found = []
     for path in sorted(glob.glob(os.path.join(runs_dir, "**", EVAL_FILE), recursive=True)):
         record = check_fields(path, "result record", load_json(path, "result record"), RECORD_SCHEMA)
         missing = [key for key in RECORD_FIELDS if key not in record]
         if missing:
             raise StoreError(f"result record {path!r} lacks {', '.join(missing)}")
-        found.append({**record, "run": os.path.dirname(path)})
+        run = os.path.dirname(path)
+        found.append({**{k: v for k, v in record.items() if k != OTHER_TESTS}, "run": run})
+        found += [{**found[-1], **test, "run": f"{run} ({key})"} for key, test in (record.get(OTHER_TESTS) or {}).items()]
     return found
 
 
@@ -67,7 +70,7 @@ def pool(records: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]:
         if protocol(record) != main:
             left_out.append((record["run"], f"{describe_protocol(protocol(record))}, not {describe_protocol(main)}"))
         elif key in seen:
-            left_out.append((record["run"], f"a second run of {record['task']} {record['method']} seed {record['seed']}"))
+            left_out.append((record["run"], f"a second test or run of {record['task']} {record['method']} seed {record['seed']}"))
         else:
             seen.add(key)
             kept.append(record)

@@ -12,10 +12,12 @@ kept in its run directory (``wandb-id``), so a resumed run continues its wandb r
 - Every call is guarded: if wandb fails, the tracker warns once and turns itself off.
 """
 
+import http.client
 import os
 import re
-import socket
 import sys
+import urllib.error
+import urllib.request
 from contextlib import contextmanager
 from urllib.parse import urlparse
 
@@ -44,14 +46,15 @@ def has_api_key() -> bool:
 
 
 def reachable(url: str, seconds: float = REACH_SECONDS) -> bool:
-    """Whether the server at ``url`` accepts a connection within ``seconds``."""
-    parsed = urlparse(url)
-    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    """Whether the server at ``url`` answers an HTTP request within ``seconds``, with any status:
+    one that accepts the connection and stays silent would hold ``wandb.init`` for its timeout."""
     try:
-        with socket.create_connection((parsed.hostname, port), timeout=seconds):
-            return True
-    except OSError:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=seconds).close()
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError, http.client.HTTPException):
         return False
+    return True
 
 
 def artifact_name(kind: str, identity: str) -> str:

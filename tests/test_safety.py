@@ -159,6 +159,8 @@ def test_eval_in_another_frame_keeps_every_result_of_the_record(tiny_root, tmp_p
     again = json.loads((run / "eval.json").read_text())
     assert set(again["accuracy"]) == {"3", "5", "7"} and again["other_tests"] == after["other_tests"]
     assert invoke("report", tmp_path, "--out", tmp_path / "r" / "report.md").exit_code == 0
+    page = (tmp_path / "r" / "report.md").read_text()  # report reads the test beside the record too
+    assert f"`{run} (follows, test seed 0)`: recipe" in page and "each test in a frame of its length" in page
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -88,6 +88,33 @@ def test_an_unreachable_server_costs_seconds_and_the_run_is_logged_offline(tmp_p
     assert run.summary["acc@3"] == json.loads((out / "eval.json").read_text())["accuracy"]["3"]
 
 
+def test_a_silent_server_leaves_the_run_offline_within_seconds(tmp_path, monkeypatch):
+    """A server that accepts the connection and never answers: the run is logged offline after the
+    reach check's seconds, not dropped after wandb.init's own timeout."""
+    import socket
+    import time
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # the kernel completes every handshake; nobody ever answers
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{silent.getsockname()[1]}")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    out = tmp_path / "run"
+    start = time.perf_counter()
+    try:
+        result = invoke("train", "--preset", "tiny", "--pad-width", 7, "--lengths", 3, "--steps", 2, "--eval-every", 2, "--valid-size", 8,
+                        "--out", out)
+    finally:
+        silent.close()
+    assert result.exit_code == 0, result.output
+    assert time.perf_counter() - start < 60
+    assert result.output.count("did not answer") == 1 and "tracking failed" not in result.output
+    (run,) = read_offline_runs(tmp_path)
+    assert run.summary["acc@3"] == json.loads((out / "eval.json").read_text())["accuracy"]["3"]
+
+
 def test_a_wandb_failure_warns_once_and_training_goes_on(tmp_path, monkeypatch):
     """A server that answers every request with an error: wandb.init raises; the run must not care."""
     import http.server
