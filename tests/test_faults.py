@@ -66,8 +66,9 @@ def snapshot(directory) -> dict:
 CASES = [
     # (command, needle of the one line on stderr); {w} is the world folder
     (["train", "--pad-width", "100000"], "GiB of memory"),
-    (["train", "--batch-size", "1000000000"], "GiB of memory"),
-    (["calibrate", "{w}/run", "--samples", "1000000000"], "GiB of memory"),
+    (["train", "--batch-size", "10000000"], "GiB of memory"),
+    (["train", "--batch-size", "1000000000"], "--batch-size must be at most 10,000,000"),
+    (["calibrate", "{w}/run", "--samples", "1000000000"], "--samples must be at most 10,000,000"),
     (["train", *TINY, "--out", "{w}/plain.txt"], "is a file, not a directory"),
     (["train", *TINY, "--out", "/proc/x"], "is not writable"),
     (["calibrate", "{w}/run", "--out", "{w}/thesis"], "is a directory"),
@@ -96,7 +97,8 @@ CASES = [
     (["train", "--preset", "cpu", "--pad-width", "7", "--lengths", "3", "--overwrite", "--bias", "{w}/run/abc_bias.pt", "--out", "{w}/run"],
      "--overwrite would delete"),
     (["eval", "{w}/run", "--lengths", "9"], "does not fit the run's fixed pad width 7"),
-    (["eval", "{w}/run", "--lengths", "10000000", "--test-frame", "follows"], "GiB of memory for one example"),
+    (["eval", "{w}/run", "--lengths", "1000000", "--test-frame", "follows"], "GiB of memory for one example"),
+    (["eval", "{w}/run", "--lengths", "10000000", "--test-frame", "follows"], "--lengths must be at most 1,000,000"),
     (["eval", "{w}/run", "--test-frame", "wide"], "--test-frame is fixed or follows, not 'wide'"),
     (["train", "--test-frame", "wide", "--dry-run"], "--test-frame is fixed or follows, not 'wide'"),
     (["eval", "{w}/thesis"], "no checkpoint in"),
