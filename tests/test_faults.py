@@ -67,6 +67,7 @@ CASES = [
     # (command, needle of the one line on stderr); {w} is the world folder
     (["train", "--pad-width", "100000"], "GiB of memory"),
     (["train", "--batch-size", "10000000"], "GiB of memory"),
+    (["train", "--valid-size", "10000000", "--pad-width", "300"], "10,000,000 validation examples needs about"),
     (["train", "--batch-size", "1000000000"], "--batch-size must be at most 10,000,000"),
     (["calibrate", "{w}/run", "--samples", "1000000000"], "--samples must be at most 10,000,000"),
     (["train", *TINY, "--out", "{w}/plain.txt"], "is a file, not a directory"),
