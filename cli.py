@@ -349,7 +349,7 @@ def calibrate_command(
         check_int(seed, "seed")
     from dataclasses import asdict, replace
 
-    from abcmini.experiment import RunConfig
+    from abcmini.experiment import run_config_of
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, calibrate_stage
     from abcmini.recipes import RECIPES, load_recipe
@@ -360,11 +360,11 @@ def calibrate_command(
         name = recipe or (recorded or {}).get("recipe") or "paper"
         chosen = load_recipe(name if name in RECIPES or recipe else "paper")
         state = load_checkpoint(run_dir)
-        task = state["config"]["task"]
+        cfg = run_config_of(state)
+        task = cfg.task
         given = {"kappa_cross": kappa_cross, "kappa_self": kappa_self, "min_support": min_support, "samples": samples, "seed": seed,
                  "min_accuracy": min_accuracy}
         settings = replace(chosen.calibration, **{k: v for k, v in given.items() if v is not None})
-        cfg = RunConfig(**state["config"])
         check_memory(cfg, "cpu", settings.samples, "calibration")
         path = out or os.path.join(run_dir, "abc_bias.pt")
         if os.path.isdir(path):

@@ -143,6 +143,17 @@ class RunConfig:
         return asdict(self)
 
 
+def run_config_of(state: dict) -> RunConfig:
+    """The run configuration a checkpoint carries, or one line saying it is not one of this version's."""
+    unknown = sorted(str(k) for k in set(state["config"]) - {f.name for f in fields(RunConfig)})
+    if unknown:
+        raise ConfigError(f"checkpoint config has unknown field {unknown[0]!r}; it comes from another version or program")
+    try:
+        return RunConfig(**state["config"])
+    except (TypeError, ValueError, KeyError) as error:  # a missing field, or a value of the wrong kind
+        raise ConfigError(f"checkpoint config is not a run's ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
+
+
 def learning_rate(cfg: RunConfig, step: int) -> float:
     """Linear warmup, then cosine decay to 10% of the peak."""
     if step < cfg.warmup:

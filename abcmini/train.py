@@ -11,7 +11,7 @@ from abcmini import __version__
 from abcmini.biases import Window, scaffold_from_state
 from abcmini.errors import UserError
 from abcmini.evaluate import exact_match
-from abcmini.experiment import RunConfig, learning_rate
+from abcmini.experiment import RunConfig, learning_rate, run_config_of
 from abcmini.model import Transformer
 from abcmini.store import CheckpointError, check_bias_matches, load_bias, load_checkpoint, save_checkpoint
 from abcmini.tasks import Pool, format_task, sample_operands
@@ -43,7 +43,7 @@ def same_bias(a: dict | None, b: dict | None) -> bool:
 
 def load_model(state: dict, device="cpu") -> tuple[RunConfig, Transformer]:
     """``(cfg, model)`` from a checkpoint; an ABC bias is stored in the checkpoint itself."""
-    cfg = RunConfig(**state["config"])
+    cfg = run_config_of(state)
     model = Transformer(cfg.model_config(), scaffold(cfg, state.get("abc_bias")))
     try:
         model.load_state_dict(state["model"])
@@ -121,7 +121,7 @@ class Trainer:
         if self.abc_bias is not None and not same_bias(state.get("abc_bias"), self.abc_bias):
             raise UserError(f"{self.run_dir!r} was trained with another bias than {self.cfg.bias_file!r} holds now; "
                             "the bias file changed since the run started")
-        theirs = {k: v for k, v in RunConfig(**state["config"]).to_dict().items() if k not in BUDGET}  # a later field: its default
+        theirs = {k: v for k, v in run_config_of(state).to_dict().items() if k not in BUDGET}  # a later field: its default
         ours = {k: v for k, v in self.cfg.to_dict().items() if k not in BUDGET}
         if theirs != ours:
             changed = ", ".join(f"{k}: {theirs.get(k)!r} there, {ours[k]!r} here" for k in ours if theirs.get(k) != ours[k])
