@@ -208,11 +208,6 @@ class Experiment:
     test_pad_width: int | None = 64  # the protocol's frame (None: growing geometry); ABC may train in another one
 
     @property
-    def frame(self) -> int | None:
-        """The width a ``fixed`` test frame has: the protocol's (``follows`` grows from the training frame)."""
-        return self.test_pad_width if self.test_frame == "fixed" else self.run.pad_width
-
-    @property
     def name(self) -> str:
         """The run directory's name: ``vanilla+w=1-s0``, ``abc-s2``, plus its overrides."""
         name = f"{self.cell.method}-s{self.cell.seed}"

@@ -68,7 +68,7 @@ def test_every_recipe_resolves_one_abc_procedure_and_one_abc_training():
                       for e in resolved.values()}
         assert len(procedures) == 1, procedures
         assert resolved["paper"].run == resolved["long"].run and resolved["paper"].source == resolved["long"].source
-        assert resolved["paper"].frame == PAPER.pad_width and resolved["long"].frame == LONG.pad_width
+        assert resolved["paper"].test_pad_width == PAPER.pad_width and resolved["long"].test_pad_width == LONG.pad_width
         assert resolved["paper"].run.pad_width == PAPER.abc_pad_width != PAPER.pad_width
 
 
