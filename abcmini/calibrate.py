@@ -5,9 +5,10 @@ tables (direction × head × line → value; ``abcmini.biases``) that materializ
 Line indices follow ``biases.line_ids``: they match the labels ``d_l`` of the paper's figure
 "directions ABC explores". Every step is tensor code, with no loop over matrix cells. The rules
 beyond the paper (support, padding, silent empty heads, the start cell) each fix a measured
-failure: docs/recipe.md. ABC steps 1–2 and 6 for an abcmini run (decoding training inputs,
-averaging, saving the bias) are ``abcmini.calibration``'s. Plain PyTorch: nothing here knows the
-tasks, the recipes or the run layer.
+failure: docs/recipe.md. ``calibrate_layers`` is the one procedure on every decoder layer's
+averaged attention (``average_attention``). Loading a run, sampling its training inputs and saving
+the bias are the run layer's (``pipeline.calibrate_run``). Plain PyTorch: nothing here knows the
+tasks, the recipes or the run layer; task structure arrives as data (layout, padding masks).
 """
 
 import functools
@@ -15,7 +16,10 @@ import functools
 import torch
 from einops import rearrange
 
-from abcmini.biases import NEG_INF, Layout, LineBias, in_segment, line_ids
+from abcmini.biases import NEG_INF, Calibrated, Layout, LineBias, in_segment, line_ids
+
+SELF_DIRECTIONS = (1, 0)  # diagonals and verticals; an anti-diagonal of a causal square is never extended
+CROSS_DIRECTIONS = (-1, 0)  # anti-diagonals and verticals: the digit alignments of reversed outputs
 
 
 def line_average(attention: torch.Tensor, delta: int, right: bool = True, skip_start: bool = False,
@@ -121,3 +125,42 @@ def marker_columns(layout: Layout, n: int) -> torch.Tensor:
     for first, last in layout:
         columns[first] |= first == last
     return columns
+
+
+@torch.no_grad()
+def average_attention(model, example, trusted_rows: int, batch_size: int = 500, layers=(-1,)):
+    """``Ā``: decoder layers' attention probabilities (default the last, as in the paper),
+    averaged over ``example``, first ``trusted_rows`` output rows only.
+
+    Each input is decoded greedily; teacher forcing the decoded tokens reproduces the decoding
+    attention exactly (same prefixes). Returns ``(self [layers h r r], cross [layers h r s])``.
+    """
+    model.eval()
+    device = next(model.parameters()).device
+    steps = example.tgt_out.shape[1]
+    totals = {"self": 0.0, "cross": 0.0}
+    for start in range(0, len(example.src), batch_size):
+        src = example.src[start : start + batch_size].to(device)
+        tokens = model.greedy(src, steps)
+        tgt_in = torch.cat([example.tgt_in[start : start + batch_size, :1].to(device), tokens[:, :-1]], dim=1)
+        _, attention = model(src, tgt_in, need_weights=True)
+        for kind in totals:
+            totals[kind] = totals[kind] + torch.stack([attention[layer][kind].sum(dim=0) for layer in layers])
+    rows = min(trusted_rows, steps)
+    return (totals["self"] / len(example.src))[..., :rows, :rows], (totals["cross"] / len(example.src))[..., :rows, :]
+
+
+def calibrate_layers(self_avg: torch.Tensor, cross_avg: torch.Tensor, layout: Layout, src_padding: torch.Tensor,
+                     out_padding: torch.Tensor, kappa_self: float, kappa_cross: float, min_support: float) -> Calibrated:
+    """The one procedure (docs/recipe.md) on ``Ā`` of every decoder layer (``[layers h q k]``):
+    each layer calibrated (cross lines anchored in ``layout``, verticals only on its one-token
+    parts, no line on padding (``src_padding [n s]``, ``out_padding [n q]``: which cells of each
+    calibration input are padding), SOS left out of diagonals, empty heads silent), and their
+    lines united into one bias for every layer."""
+    cross_rules = {"padding": src_padding.all(dim=0), "no_vertical": src_padding.any(dim=0) | ~marker_columns(layout, src_padding.shape[-1])}
+    self_rules = {"no_vertical": out_padding.any(dim=0) | (torch.arange(out_padding.shape[-1]) > 0)}
+    rules = {"min_support": min_support, "transparent_empty": False}
+    layers = [Calibrated(calibrate(s, kappa_self, SELF_DIRECTIONS, right=False, causal=True, skip_start=True, **self_rules, **rules),
+                         calibrate(c, kappa_cross, CROSS_DIRECTIONS, right=True, layout=layout, **cross_rules, **rules))
+              for s, c in zip(self_avg, cross_avg)]
+    return functools.reduce(Calibrated.union, layers)

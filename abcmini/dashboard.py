@@ -15,7 +15,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from abcmini.biases import Window, scaffold_from_state, stacked
-from abcmini.calibration import average_attention
+from abcmini.calibrate import average_attention
 from abcmini.paper import paper_accuracy
 from abcmini.report import (ABS_ROWS, LONG_LENGTH, MAIN_LENGTHS, MAIN_ROWS, PUBLISHED_COLUMNS, PUBLISHED_NOTE, TASK_ORDER, cell, collect,
                             describe_protocol, pool, protocol, published_rows, summarize)

@@ -13,16 +13,16 @@ from dataclasses import asdict, dataclass
 import torch
 
 from abcmini import __version__, commit
-from abcmini.biases import Calibrated, PerLayer, open_lines, scaffold_from_state
-from abcmini.calibration import calibrate_run
+from abcmini.biases import Calibrated, PerLayer, open_lines, scaffold_from_state, segments_of
+from abcmini.calibrate import average_attention, calibrate_layers
 from abcmini.errors import UserError
 from abcmini.evaluate import extrapolation_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig, learning_rate
 from abcmini.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.limits import batch_for, check_evaluation, check_writable
 from abcmini.recipes import Calibration, check_test_frame
-from abcmini.store import CHECKPOINT, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, write_eval, write_experiment
-from abcmini.tasks import detokenize, extrapolation_set_size
+from abcmini.store import CHECKPOINT, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
+from abcmini.tasks import POOL_DIGITS, Pool, detokenize, digit_mask, extrapolation_set_size, format_task, padding_cells, sample_operands
 from abcmini.track import Tracker, artifact_name, run_config
 from abcmini.train import Trainer, load_model
 
@@ -127,6 +127,38 @@ def train_stage(experiment: Experiment, run_dir: str, role: str, device, hooks: 
         if trained:
             log_model(tracker, trainer, experiment.identity)
         return trainer, after(trainer, tracker) if after else None
+
+
+class NotInterpolatedError(UserError):
+    pass
+
+
+def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
+    """ABC steps 1–5 for a trained run: refuse it unless it interpolated, decode
+    ``settings.samples`` seeded training inputs, average every decoder layer's attention,
+    ``calibrate_layers`` it, and save the bias file at ``out``. Returns the saved payload plus the
+    ``example`` it was computed on and the run's ``config``."""
+    state = load_checkpoint(run_dir)
+    cfg, model = load_model(state)
+    reached = state["history"][-1]["valid_acc"] if state["history"] else 0.0
+    if reached < settings.min_accuracy:
+        raise NotInterpolatedError(f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < "
+                                   f"{settings.min_accuracy:.2%}; train it longer (--stop-at)")
+    layers = tuple(range(model.cfg.dec_layers))
+    a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).train, settings.samples, torch.Generator().manual_seed(settings.seed))
+    example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
+    self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, layers=layers)
+    out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]
+    scaffold = calibrate_layers(self_avg, cross_avg, segments_of(digit_mask(example.src[0])), padding_cells(example.src), out_padding,
+                                settings.kappa_self, settings.kappa_cross, settings.min_support)
+    payload = {
+        "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads, "aligned": cfg.aligned,
+        "calibration": {**asdict(settings), "layers": list(layers)},
+        "source": os.path.abspath(run_dir), "bias": scaffold.state(),
+        "attention": {"self": self_avg, "cross": cross_avg},
+    }
+    save_bias(out, payload)
+    return {**payload, "example": example, "config": cfg}
 
 
 def calibrate_stage(source_dir: str, out: str, settings: Calibration, experiment: dict, cfg: RunConfig, hooks: Hooks,
