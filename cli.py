@@ -195,6 +195,7 @@ def train(
     window: int = typer.Option(None, help="ABS window w (with a scheme as --method)."),
     period: int = typer.Option(None, help="CPI period T: positions i mod T."),
     preset: str = typer.Option(None, help="Model size: paper | cpu | tiny."),
+    arch: str = typer.Option(None, help="encoder-decoder (the paper's) | decoder (GPT-style: prompt and answer in one causal sequence)."),
     enc_layers: int = typer.Option(None, help="Encoder depth (0: cross-attention reads the embedded input)."),
     pe_scale: float = typer.Option(None, help="Amplitude of the sinusoidal encoding."),
     pad_width: int = typer.Option(None, help="The fixed frame: operands padded to this many digits."),
@@ -249,7 +250,7 @@ def train(
     with user_errors():
         chosen = load_recipe(recipe)
         cell = ex.Cell.of(task, method, seed, window, period)
-        overrides = {"preset": preset, "enc_layers": enc_layers, "pe_scale": pe_scale, "pad_width": pad_width, "abc_pad_width": abc_pad_width,
+        overrides = {"arch": arch, "preset": preset, "enc_layers": enc_layers, "pe_scale": pe_scale, "pad_width": pad_width, "abc_pad_width": abc_pad_width,
                      "data_seed": data_seed,
                      "steps": steps, "stop_at": stop_at, "train_on": train_on, "batch_size": batch_size, "lr": lr, "warmup": warmup,
                      "eval_every": eval_every, "valid_size": valid_size, "bias_file": bias and os.path.abspath(bias),

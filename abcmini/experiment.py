@@ -9,7 +9,7 @@ import os
 import re
 from dataclasses import asdict, dataclass, fields, replace
 
-from abcmini.model import PRESETS, ModelConfig
+from abcmini.model import ARCHS, PRESETS, ModelConfig
 from abcmini.positions import IN_ATTENTION, SCHEMES
 from abcmini.recipes import Calibration, ConfigError, Recipe, check_test_frame
 from abcmini.tasks import POOL_DIGITS, check_task, is_binary
@@ -78,6 +78,7 @@ class RunConfig:
     """Everything one training run depends on; a checkpoint carries it."""
 
     task: str = "successor"
+    arch: str = "encoder-decoder"  # the paper's encoder-decoder, or a GPT-style "decoder" (abcmini.decoder)
     scheme: str = "vanilla"
     period: int = 0  # CPI period T (0: off)
     cpi_from: str = "start"  # CPI positions of the input counted from its first token or its "end"
@@ -117,6 +118,10 @@ class RunConfig:
                 raise ConfigError(f"--{option} must be {rule}, got {getattr(self, option.replace('-', '_'))}")
         if self.cpi_from not in ("start", "end"):
             raise ConfigError(f"--cpi-from is start or end, not {self.cpi_from!r}")
+        if self.arch not in ARCHS:
+            raise ConfigError(f"--arch is one of {', '.join(ARCHS)}, not {self.arch!r}")
+        if self.arch == "decoder" and self.enc_layers:
+            raise ConfigError("a decoder-only model (--arch decoder) has no encoder; drop --enc-layers")
         if self.pad_width is not None and self.pad_width < POOL_DIGITS:
             raise ConfigError(f"pad width must be at least {POOL_DIGITS} (the training numbers have up to {POOL_DIGITS} digits)")
         self.model_config()  # validates the positional scheme
@@ -135,8 +140,8 @@ class RunConfig:
         return method_label(self.scheme, self.window, self.period, self.bias_file is not None)
 
     def model_config(self) -> ModelConfig:
-        depth = {} if self.enc_layers is None else {"enc_layers": self.enc_layers}
-        return ModelConfig(**{**PRESETS[self.preset], **depth, "scheme": self.scheme, "period": self.period, "pe_scale": self.pe_scale,
+        depth = {"enc_layers": 0} if self.arch == "decoder" else {} if self.enc_layers is None else {"enc_layers": self.enc_layers}
+        return ModelConfig(**{**PRESETS[self.preset], **depth, "arch": self.arch, "scheme": self.scheme, "period": self.period, "pe_scale": self.pe_scale,
                               "cpi_from": self.cpi_from})
 
     def to_dict(self) -> dict:
@@ -165,9 +170,9 @@ def learning_rate(cfg: RunConfig, step: int) -> float:
 # ---------------------------------------------------------------- cells and their resolution
 
 ABC_BIAS = "abc_bias.pt"  # an ABC run's bias file, inside its run directory
-RUN_FIELDS = ("preset", "enc_layers", "pe_scale", "cpi_from", "pad_width", "data_seed", "steps", "batch_size", "lr", "warmup",
+RUN_FIELDS = ("arch", "preset", "enc_layers", "pe_scale", "cpi_from", "pad_width", "data_seed", "steps", "batch_size", "lr", "warmup",
               "stop_at", "train_on", "eval_every", "valid_size", "bias_file")
-SHARED_FIELDS = ("preset", "pad_width", "data_seed", "batch_size", "lr", "warmup", "eval_every", "valid_size")  # source and retraining
+SHARED_FIELDS = ("arch", "preset", "pad_width", "data_seed", "batch_size", "lr", "warmup", "eval_every", "valid_size")  # source and retraining
 CALIBRATION_FIELDS = tuple(f.name for f in fields(Calibration))
 TEST_FIELDS = ("lengths", "test_seed", "test_frame")
 OPTION_NAMES = {"bias_file": "bias"}  # fields the train command spells otherwise
@@ -266,8 +271,8 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = F
     if task == "nx1" and window is not None and recipe.steps_nx1_window is not None:
         steps = recipe.steps_nx1_window
     return RunConfig(
-        task=task, scheme=scheme, period=period, cpi_from=recipe.cpi_from if period else "start", window=window, bias_file=ABC_BIAS if method == "abc" else None, preset=recipe.preset,
-        enc_layers=recipe.enc_layers_in_attention if scheme in IN_ATTENTION else recipe.enc_layers,
+        task=task, arch=recipe.arch, scheme=scheme, period=period, cpi_from=recipe.cpi_from if period else "start", window=window, bias_file=ABC_BIAS if method == "abc" else None, preset=recipe.preset,
+        enc_layers=0 if recipe.arch == "decoder" else recipe.enc_layers_in_attention if scheme in IN_ATTENTION else recipe.enc_layers,
         pe_scale=recipe.scaffold_pe_scale if scaffolded and scheme == "vanilla" and period == 0 else 1.0,
         pad_width=recipe.abc_pad_width if abc else recipe.pad_width, seed=seed, steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,
         warmup=recipe.warmup, stop_at=recipe.stop_at if scaffolded else recipe.stop_at_plain,

@@ -23,7 +23,8 @@ def step_bytes(cfg: RunConfig, batch: int, grad: bool = True) -> int:
     """Bytes one forward (and backward, with ``grad``) pass of ``batch`` sequences may need."""
     model = cfg.model_config()
     src, tgt = sequence_lengths(cfg.task, cfg.train_pad_width, cfg.aligned)
-    cells = model.enc_layers * src * src + model.dec_layers * (tgt * tgt + tgt * src)
+    cells = (model.dec_layers * (src + tgt) ** 2 if model.arch == "decoder"
+             else model.enc_layers * src * src + model.dec_layers * (tgt * tgt + tgt * src))
     copies = 4 if grad else 2
     activations = 10 * (src + tgt) * model.d_model * (model.enc_layers + model.dec_layers)
     return 4 * batch * (copies * model.heads * cells + activations)

@@ -21,8 +21,12 @@ from abcmini.biases import Layout, per_layer, segments_of
 from abcmini.positions import IN_ATTENTION, RelativePosition, alibi_bias, alibi_slopes, check_scheme, cyclic_positions, rotate, sinusoidal
 
 
+ARCHS = ("encoder-decoder", "decoder")  # the paper's encoder-decoder; a GPT-style decoder-only model (abcmini.decoder)
+
+
 @dataclass(frozen=True)
 class ModelConfig:
+    arch: str = "encoder-decoder"
     enc_layers: int = 1
     dec_layers: int = 6
     heads: int = 8
@@ -40,6 +44,8 @@ class ModelConfig:
 
     def __post_init__(self):
         check_scheme(self.scheme)
+        if self.arch not in ARCHS:
+            raise ValueError(f"arch is one of {', '.join(ARCHS)}, not {self.arch!r}")
         if self.cpi_from not in ("start", "end"):
             raise ValueError(f"cpi_from is start or end, not {self.cpi_from!r}")
 
@@ -149,16 +155,20 @@ class FeedForward(nn.Sequential):
         super().__init__(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.d_ff, cfg.d_model))
 
 
-class EncoderLayer(nn.Module):
+class Block(nn.Module):
+    """Pre-LayerNorm self-attention and feed-forward: an encoder layer, and a decoder-only
+    model's layer (with a key/value ``cache`` when decoding). Returns ``(x, probs)``."""
+
     def __init__(self, cfg: ModelConfig, inner: str | None):
         super().__init__()
         self.norm_attn, self.norm_ff = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
         self.attn, self.ff, self.drop = Attention(cfg, inner), FeedForward(cfg), nn.Dropout(cfg.dropout)
 
-    def forward(self, x, pos, bias=None):
+    def forward(self, x, q_pos, k_pos, bias=None, cache=None, capacity=0, need_weights=False):
         h = self.norm_attn(x)
-        x = x + self.drop(self.attn(h, h, pos, pos, bias)[0])
-        return x + self.drop(self.ff(self.norm_ff(x)))
+        out, probs = self.attn(h, h, q_pos, k_pos, bias, cache, capacity, need_weights)
+        x = x + self.drop(out)
+        return x + self.drop(self.ff(self.norm_ff(x))), probs
 
 
 class DecoderLayer(nn.Module):
@@ -187,7 +197,7 @@ class Transformer(nn.Module):
         self.cfg, self._scaffold, self._biases = cfg, scaffold, {}
         inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.encoder = nn.ModuleList(EncoderLayer(cfg, inner) for _ in range(cfg.enc_layers))
+        self.encoder = nn.ModuleList(Block(cfg, inner) for _ in range(cfg.enc_layers))
         self.enc_norm = nn.LayerNorm(cfg.d_model) if cfg.enc_layers else nn.Identity()
         self.decoder = nn.ModuleList(DecoderLayer(cfg, inner) for _ in range(cfg.dec_layers))
         self.dec_norm = nn.LayerNorm(cfg.d_model)
@@ -240,7 +250,7 @@ class Transformer(nn.Module):
         pos = self.input_positions(src.shape[1], device=src.device)
         x = self.embed_tokens(src, pos)
         for layer in self.encoder:
-            x = layer(x, pos)
+            x, _ = layer(x, pos, pos)
         return self.enc_norm(x)
 
     def decode(self, tgt_in, memory, need_weights=False, layout: Layout | None = None):
@@ -276,12 +286,12 @@ class Transformer(nn.Module):
             q_pos, k_pos = k_pos_all[t : t + 1], k_pos_all[: t + 1]
             x = self.embed_tokens(tokens[:, t : t + 1], q_pos)
             for layer, cache, (self_bias, cross_bias) in zip(self.decoder, caches, biases):
-                x, _ = layer(x, memory, q_pos, k_pos, mem_pos, _rows(self_bias, t, t + 1, t + 1), _rows(cross_bias, t, t + 1), cache, steps)
+                x, _ = layer(x, memory, q_pos, k_pos, mem_pos, rows(self_bias, t, t + 1, t + 1), rows(cross_bias, t, t + 1), cache, steps)
             tokens[:, t + 1] = self.to_logits(self.dec_norm(x))[:, -1].argmax(-1)
         return tokens[:, 1:]
 
 
-def _rows(bias, start, stop, keys=None):
+def rows(bias, start, stop, keys=None):
     """Rows ``start:stop`` (and the first ``keys`` columns) of a ``[... q k]`` bias."""
     if bias is None:
         return None

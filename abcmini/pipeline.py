@@ -192,7 +192,7 @@ def record(experiment: dict | None, cfg: RunConfig, history: list, test_seed: in
     protocol, training cost and accuracy per length."""
     experiment, last = experiment or {}, history[-1] if history else {}
     calibration = {"calibration": experiment["calibration"]} if experiment.get("calibration") else {}
-    return {"task": cfg.task, "method": cfg.label, "cell_method": experiment.get("cell", {}).get("method"), "scheme": cfg.scheme,
+    return {"task": cfg.task, "arch": cfg.arch, "method": cfg.label, "cell_method": experiment.get("cell", {}).get("method"), "scheme": cfg.scheme,
             "window": cfg.window, "period": cfg.period, "preset": cfg.preset, "pad_width": protocol_width(experiment, cfg),
             "train_pad_width": cfg.pad_width, "seed": cfg.seed,
             "recipe": experiment.get("recipe"), "overrides": experiment.get("overrides", {}), **calibration, "test_seed": test_seed,

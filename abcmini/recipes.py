@@ -63,6 +63,7 @@ class Recipe:
     lengths: tuple = why((6, 10, 15, 20, 60), "the paper's test lengths")
     test_seed: int = why(0, "every method is tested on the same numbers")
     test_frame: str = why("fixed", "test every length in the training frame (the paper); follows: in a frame grown with the length")
+    arch: str = why("encoder-decoder", "the paper's model; decoder: GPT-style, prompt and answer in one causal sequence")
     preset: str = why("cpu", "2 decoder layers, 4 heads, d 64: converges in minutes on a CPU")
     enc_layers: int = why(0, "the authors' identity encoder: cross-attention reads the embedded input")
     enc_layers_in_attention: int = why(1, "RoPE, ALiBi, relative act inside self-attention, so their input needs an encoder")
@@ -90,6 +91,8 @@ class Recipe:
 
     def __post_init__(self):
         check_test_frame(self.test_frame)
+        if self.arch not in ("encoder-decoder", "decoder"):
+            raise ConfigError(f"arch is encoder-decoder or decoder, not {self.arch!r}")
 
     def derive(self, **changes) -> "Recipe":
         """A recipe based on this one: each change is ``field=(value, reason)``; calibration
@@ -135,7 +138,11 @@ LONG = PAPER.derive(
     valid_size=(500, "half the validation set: minutes, not hours"),
     steps_nx1_window=(12000, "N×1 +T=3 reaches 99.9% late; trained on to 3x it passed 4,000 steps, and the cap cut carries short"),
 )
-RECIPES = {recipe.name: recipe for recipe in (PAPER, QUICK, LONG)}
+DECODER = LONG.derive(
+    name=("decoder", "the long protocol in a decoder-only model: prompt and answer in one causal sequence"),
+    arch=("decoder", "GPT-style, as most models researchers use; ABC calibrates its answer rows"),
+)
+RECIPES = {recipe.name: recipe for recipe in (PAPER, QUICK, LONG, DECODER)}
 
 
 def _tuples(value):

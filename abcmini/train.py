@@ -12,7 +12,7 @@ from abcmini.biases import Window, scaffold_from_state
 from abcmini.errors import UserError
 from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig, learning_rate, run_config_of
-from abcmini.model import Transformer
+from abcmini.decoder import build_model
 from abcmini.store import CheckpointError, check_bias_matches, load_bias, load_checkpoint, save_checkpoint
 from abcmini.tasks import Pool, format_task, sample_operands
 
@@ -41,10 +41,10 @@ def same_bias(a: dict | None, b: dict | None) -> bool:
     return a == b
 
 
-def load_model(state: dict, device="cpu") -> tuple[RunConfig, Transformer]:
+def load_model(state: dict, device="cpu") -> tuple[RunConfig, torch.nn.Module]:
     """``(cfg, model)`` from a checkpoint; an ABC bias is stored in the checkpoint itself."""
     cfg = run_config_of(state)
-    model = Transformer(cfg.model_config(), scaffold(cfg, state.get("abc_bias")))
+    model = build_model(cfg.model_config(), scaffold(cfg, state.get("abc_bias")))
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as error:  # tensors of another model: missing, unexpected or of another shape
@@ -65,7 +65,7 @@ class Trainer:
             payload = load_bias(path)
             check_bias_matches(payload, cfg.task, cfg.pad_width, cfg.model_config().heads, path)
             self.abc_bias = payload["bias"]
-        self.model = Transformer(cfg.model_config(), scaffold(cfg, self.abc_bias)).to(self.device)
+        self.model = build_model(cfg.model_config(), scaffold(cfg, self.abc_bias)).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
         self.pool = Pool.make(cfg.data_seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)

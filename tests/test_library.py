@@ -1,4 +1,4 @@
-"""The core (positions, biases, calibrate, model) is a library: plain PyTorch that imports nothing
+"""The core (positions, biases, calibrate, model, decoder) is a library: plain PyTorch that imports nothing
 of the run layer, and the README's example of ABC in another model runs as it stands there."""
 
 import os
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CORE = ("abcmini.positions", "abcmini.biases", "abcmini.calibrate", "abcmini.model")
+CORE = ("abcmini.positions", "abcmini.biases", "abcmini.calibrate", "abcmini.model", "abcmini.decoder")
 RUN_LAYER = ("wandb", "typer", "matplotlib", "plotly", "abcmini.tasks", "abcmini.recipes", "abcmini.store", "abcmini.train",
              "abcmini.pipeline", "abcmini.experiment")
 

@@ -1,0 +1,126 @@
+"""A decoder-only (GPT-style) Transformer: the prompt (the input) and the answer (SOS and the
+output digits) in one causal sequence, one attention per layer, the loss on the answer only.
+
+Its interface is ``abcmini.model.Transformer``'s (``forward``, ``greedy``, ``layout``,
+``scaffold``), so training, testing and ABC calibration run on either. Scaffolds are the same
+objects: their ``(self_bias [h q q], cross_bias [h q s])`` become the answer rows of the one
+``[(s+q) (s+q)]`` attention matrix (``joint_bias``): answer→prompt takes the cross-attention
+bias, answer→answer the self-attention bias. A scaffolded model's prompt rows read their own
+token only, the decoder-only form of the paper's identity encoder: a prompt token's state is
+then the same at every length. ``need_weights`` returns the answer rows split the same way
+(``"cross"``, ``"self"``), which is what ABC averages and calibrates.
+
+Positions run over the whole sequence (prompt ``0 … s−1``, answer ``s …``); with CPI from the
+``end`` they are counted from the prompt's last token (its least significant digit), so each
+digit keeps its phase in a frame of any width.
+"""
+
+import torch
+from einops import rearrange
+from torch import nn
+
+from abcmini.biases import NEG_INF, Layout, per_layer, segments_of
+from abcmini.model import Block, KVCache, ModelConfig, Transformer, causal_bias, rows
+from abcmini.positions import IN_ATTENTION, sinusoidal
+
+
+def joint_bias(self_bias, cross_bias, n_src: int, n_q: int, device=None) -> torch.Tensor:
+    """The ``[h (s+q) (s+q)]`` bias of one causal attention over prompt and answer: causal
+    everywhere; with a scaffold, its answer rows take ``cross_bias`` over the prompt and
+    ``self_bias`` over the answer, and the prompt rows read only their own token."""
+    causal = causal_bias(n_src + n_q, n_src + n_q, device=device)
+    if self_bias is None and cross_bias is None:
+        return rearrange(causal, "q k -> 1 q k")
+    heads = max(len(b) for b in (self_bias, cross_bias) if b is not None)
+    own = torch.full((n_src, n_src + n_q), NEG_INF, device=device)
+    own[:, :n_src].fill_diagonal_(0.0)
+    answer_rows = [b if b is not None else torch.zeros(1, n_q, n, device=device) for b, n in ((cross_bias, n_src), (self_bias, n_q))]
+    answer = torch.cat([b.expand(heads, -1, -1) for b in answer_rows], dim=-1) + causal[n_src:]
+    return torch.cat([own.expand(heads, -1, -1), answer], dim=1)
+
+
+class DecoderOnly(nn.Module):
+    """``cfg.dec_layers`` blocks of causal self-attention; the scaffold's biases are kept per
+    size (``biases``), as in the encoder-decoder."""
+
+    def __init__(self, cfg: ModelConfig, scaffold=None):
+        super().__init__()
+        self.cfg, self._scaffold, self._biases = cfg, scaffold, {}
+        inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.layers = nn.ModuleList(Block(cfg, inner) for _ in range(cfg.dec_layers))
+        self.norm = nn.LayerNorm(cfg.d_model)
+        self.to_logits = nn.Linear(cfg.d_model, cfg.vocab_size)
+
+    @property
+    def scaffold(self):
+        return self._scaffold
+
+    @scaffold.setter
+    def scaffold(self, scaffold):  # biases of another scaffold are never served
+        self._scaffold, self._biases = scaffold, {}
+
+    def layout(self, src: torch.Tensor) -> Layout | None:
+        """The prompt's segments (``biases.segments_of``), what an anchored scaffold needs."""
+        return segments_of(src[0] < self.cfg.digit_tokens) if self._scaffold is not None else None
+
+    def biases(self, n_q: int, n_src: int, device, layout: Layout | None = None) -> list[torch.Tensor]:
+        """The ``joint_bias`` of each layer for an ``n_src``-token prompt and ``n_q``-token answer."""
+        key = (n_q, n_src, layout, str(device))
+        if key not in self._biases:
+            if len(self._biases) >= 8:
+                self._biases.clear()
+            pairs = per_layer(self._scaffold(n_q, n_src, device, layout) if self._scaffold else (None, None), len(self.layers))
+            joint = {id(pair): joint_bias(*pair, n_src, n_q, device) for pair in pairs}  # a pair shared by every layer: once
+            self._biases[key] = [joint[id(pair)] for pair in pairs]
+        return self._biases[key]
+
+    def positions(self, n_src: int, n: int, device=None) -> torch.Tensor:
+        """``[n_src + n]`` positions of the prompt and answer (CPI: mod ``period``, from the
+        prompt's last token with ``cpi_from: end``)."""
+        pos = torch.arange(n_src + n, device=device)
+        if self.cfg.period:
+            pos = (pos - (n_src - 1 if self.cfg.cpi_from == "end" else 0)) % self.cfg.period
+        return pos
+
+    def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)
+        return x + self.cfg.pe_scale * sinusoidal(pos, self.cfg.d_model) if self.cfg.scheme == "vanilla" else x
+
+    def forward(self, src, tgt_in, need_weights=False):
+        """Logits ``[b q vocab]`` of the answer rows, and per layer the answer rows' attention
+        split into ``cross`` (→ prompt ``[b h q s]``) and ``self`` (→ answer ``[b h q q]``)."""
+        n_src, n_q = src.shape[1], tgt_in.shape[1]
+        pos = self.positions(n_src, n_q, src.device)
+        x, attention = self.embed_tokens(torch.cat([src, tgt_in], dim=1), pos), []
+        for layer, bias in zip(self.layers, self.biases(n_q, n_src, src.device, self.layout(src))):
+            x, probs = layer(x, pos, pos, bias, need_weights=need_weights)
+            attention.append({"self": probs[..., n_src:, n_src:], "cross": probs[..., n_src:, :n_src]} if need_weights else
+                             {"self": None, "cross": None})
+        return self.to_logits(self.norm(x[:, n_src:])), attention
+
+    @torch.no_grad()
+    def greedy(self, src, steps: int, use_cache: bool = True) -> torch.Tensor:
+        """Greedy decoding of ``steps`` tokens after SOS: ``[b steps]``. With the cache, the
+        prompt and SOS run once, then one token a step reads the cached keys/values."""
+        tokens = torch.full((src.shape[0], steps + 1), self.cfg.sos, dtype=torch.long, device=src.device)
+        if not use_cache:
+            for t in range(steps):
+                logits, _ = self(src, tokens[:, : t + 1])
+                tokens[:, t + 1] = logits[:, -1].argmax(-1)
+            return tokens[:, 1:]
+        n_src, device = src.shape[1], src.device
+        biases, pos = self.biases(steps, n_src, device, self.layout(src)), self.positions(n_src, steps, device)
+        caches = [KVCache() for _ in self.layers]
+        for t in range(steps):
+            start, stop = (0, n_src + 1) if t == 0 else (n_src + t, n_src + t + 1)
+            x = self.embed_tokens(torch.cat([src, tokens[:, :1]], dim=1) if t == 0 else tokens[:, t : t + 1], pos[start:stop])
+            for layer, cache, bias in zip(self.layers, caches, biases):
+                x, _ = layer(x, pos[start:stop], pos[:stop], rows(bias, start, stop, stop), cache, n_src + steps)
+            tokens[:, t + 1] = self.to_logits(self.norm(x[:, -1])).argmax(-1)
+        return tokens[:, 1:]
+
+
+def build_model(cfg: ModelConfig, scaffold=None) -> nn.Module:
+    """The model ``cfg.arch`` names: the encoder-decoder (``Transformer``) or ``DecoderOnly``."""
+    return DecoderOnly(cfg, scaffold) if cfg.arch == "decoder" else Transformer(cfg, scaffold)

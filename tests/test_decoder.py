@@ -1,0 +1,86 @@
+"""The decoder-only model: one causal attention over prompt and answer, with every positional
+scheme, CPI, ABS windows and ABC's biases; and one ABC cell trained in it through the CLI."""
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from abcmini.biases import Window
+from abcmini.decoder import DecoderOnly, joint_bias
+from abcmini.model import PRESETS, ModelConfig
+from abcmini.positions import SCHEMES
+from abcmini.tasks import exact_length_numbers, format_task
+from cli import app
+from test_model import Fixed, random_bias
+
+
+def model(scheme="nope", period=0, scaffold=None) -> DecoderOnly:
+    torch.manual_seed(0)
+    cfg = ModelConfig(**{**PRESETS["tiny"], "heads": 4}, arch="decoder", scheme=scheme, period=period, cpi_from="end")
+    return DecoderOnly(cfg, scaffold).eval()
+
+
+def addition(n=32, digits=5, pad=9):
+    return format_task("addition", exact_length_numbers(digits, 0)[:n], exact_length_numbers(digits, 1)[:n], pad)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("period", [0, 3])
+@pytest.mark.parametrize("scaffold", ["none", "window", "bias"])
+def test_cached_decoding_gives_the_tokens_of_full_passes(scheme, period, scaffold):
+    ex = addition()
+    steps, n_src = ex.tgt_out.shape[1], ex.src.shape[1]
+    chosen = {"none": None, "window": Window(1),
+              "bias": Fixed(random_bias(4, steps, steps, 1), random_bias(4, steps, n_src, 2))}[scaffold]
+    m = model(scheme, period, chosen)
+    cached, uncached = m.greedy(ex.src, steps), m.greedy(ex.src, steps, use_cache=False)
+    assert torch.equal(cached, uncached) and len(cached.unique()) > 1
+
+
+def test_the_joint_bias_puts_the_scaffold_in_the_answer_rows():
+    self_bias, cross_bias = random_bias(4, 5, 5, 1), random_bias(4, 5, 7, 2)
+    joint = joint_bias(self_bias, cross_bias, 7, 5)
+    assert joint.shape == (4, 12, 12)
+    assert torch.equal(joint[:, 7:, :7], cross_bias)  # answer → prompt: the cross-attention bias
+    assert torch.equal(joint[:, 7:, 7:].isfinite(), self_bias.isfinite() & torch.ones(5, 5, dtype=torch.bool).tril())
+    assert torch.equal(joint[:, :7].isfinite(), torch.eye(7, 12, dtype=torch.bool).expand(4, -1, -1))  # prompt: its own token
+    assert torch.equal(joint_bias(None, None, 7, 5)[0].isfinite(), torch.ones(12, 12, dtype=torch.bool).tril())
+
+
+def test_attention_weights_are_the_answer_rows_of_one_softmax():
+    ex = addition(n=8)
+    _, attention = model("vanilla", scaffold=Window(1))(ex.src, ex.tgt_in, need_weights=True)
+    rows = attention[0]["cross"].sum(-1) + attention[0]["self"].sum(-1)
+    assert torch.allclose(rows, torch.ones_like(rows))
+    assert attention[0]["cross"].shape[-2:] == (ex.tgt_in.shape[1], ex.src.shape[1])
+
+
+def test_a_scaffolded_prompt_token_reads_only_itself():
+    """With a scaffold, the answer depends on the prompt's tokens, never on their neighbours'
+    states: changing a padding zero's neighbours changes nothing for a window that cannot see them."""
+    ex = addition(n=4)
+    m = model("nope", scaffold=Window(0))
+    base, _ = m(ex.src, ex.tgt_in)
+    changed = ex.src.clone()
+    changed[:, 1] = 9  # the first operand's most significant (padding) digit: outside every w = 0 window of the first rows
+    other, _ = m(changed, ex.tgt_in)
+    assert torch.equal(base[:, :3], other[:, :3])
+    unscaffolded = model("nope")
+    assert not torch.equal(unscaffolded(ex.src, ex.tgt_in)[0][:, :3], unscaffolded(changed, ex.tgt_in)[0][:, :3])
+
+
+@pytest.mark.slow
+def test_an_abc_cell_trains_in_the_decoder_only_model(tmp_path):
+    """Source, calibration of its answer rows, retraining: one ABC cell with ``--arch decoder``."""
+    out = tmp_path / "abc"
+    result = CliRunner().invoke(app, [str(a) for a in (
+        "train", "--task", "successor", "--method", "abc", "--arch", "decoder", "--pad-width", 8, "--abc-pad-width", 8, "--lengths", "3,9",
+        "--test-frame", "follows", "--steps", 300, "--eval-every", 100, "--valid-size", 200,
+        "--out", out, "--source", tmp_path / "source", "--no-wandb")])
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "eval.json").read_text())
+    assert record["arch"] == "decoder" and record["method"] == "nope+abc"
+    assert torch.load(tmp_path / "source" / "checkpoint.pt", weights_only=True)["config"]["arch"] == "decoder"
+    assert any("cross" in line for line in record["lines"]) and record["valid_acc"] > 0.5
