@@ -3,7 +3,8 @@
     python benchmarks/bench.py [--only throughput,decode,calibration,eval,mask]
 
 1. training throughput (tokens/s, forward + backward + Adam) of our Transformer against
-   ``torch.nn.Transformer`` with the same configuration (the ``cpu`` preset, pre-LN, GELU);
+   ``torch.nn.Transformer`` with the same configuration (the ``cpu`` preset, pre-LN, GELU), and
+   of the decoder-only model (``arch: decoder``, as many layers as the decoder) on the same tokens;
 2. cached against uncached greedy decoding of 60-digit Successor inputs (``paper`` preset), with
    a check that both produce the same tokens;
 3. vectorized ABC calibration against a straightforward per-cell loop of the same algorithm
@@ -23,6 +24,7 @@ import argparse
 import math
 import statistics
 import time
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +32,7 @@ from torch import nn
 
 from abcmini.biases import NEG_INF, Window
 from abcmini.calibrate import calibrate
+from abcmini.decoder import DecoderOnly
 from abcmini.evaluate import exact_match
 from abcmini.model import PRESETS, ModelConfig, Transformer
 from abcmini.positions import sinusoidal
@@ -70,7 +73,8 @@ class TorchTransformer(nn.Module):
 def training_throughput(rounds: int, steps: int) -> None:
     cfg = ModelConfig(**PRESETS["cpu"])
     torch.manual_seed(0)
-    ours, theirs = Transformer(cfg), TorchTransformer(cfg)
+    models = {"abcmini": Transformer(cfg), "torch.nn.Transformer": TorchTransformer(cfg),
+              "abcmini decoder-only": DecoderOnly(replace(cfg, arch="decoder", enc_layers=0))}
     a, b = sample_operands("addition", Pool.make(0).train, 128, torch.Generator().manual_seed(0))
     batch = format_task("addition", a, b, 20)
     tokens = batch.src.numel() + batch.tgt_in.numel()
@@ -83,19 +87,18 @@ def training_throughput(rounds: int, steps: int) -> None:
             loss.backward()
             optimizer.step()
 
-    optimizers = {m: torch.optim.Adam(m.parameters(), 1e-3) for m in (ours, theirs)}
-    for model in (ours, theirs):
-        train_steps(model, optimizers[model])  # warm-up
-    times = {ours: [], theirs: []}
-    for _ in range(rounds):  # alternate, so both see the same machine
-        for model in (ours, theirs):
+    optimizers = {name: torch.optim.Adam(m.parameters(), 1e-3) for name, m in models.items()}
+    for name, model in models.items():
+        train_steps(model, optimizers[name])  # warm-up
+    times = {name: [] for name in models}
+    for _ in range(rounds):  # alternate, so all see the same machine
+        for name, model in models.items():
             start = time.perf_counter()
-            train_steps(model, optimizers[model])
-            times[model].append(time.perf_counter() - start)
-    rate = {m: tokens * steps / statistics.median(t) for m, t in times.items()}
+            train_steps(model, optimizers[name])
+            times[name].append(time.perf_counter() - start)
+    rate = {name: tokens * steps / statistics.median(t) for name, t in times.items()}
     print(f"1. training throughput, Addition pad 20, batch 128 ({tokens} tokens/step), cpu preset, {torch.get_num_threads()} threads:")
-    print(f"   abcmini {rate[ours]:,.0f} tokens/s   torch.nn.Transformer {rate[theirs]:,.0f} tokens/s   "
-          f"ratio {rate[ours] / rate[theirs]:.2f}x")
+    print("   " + "   ".join(f"{name} {r:,.0f} tokens/s ({r / rate['abcmini']:.2f}x)" for name, r in rate.items()))
 
 
 # ---------------------------------------------------------------- 2. KV cache
