@@ -38,7 +38,7 @@ class Calibration:
     with the rules docs/recipe.md explains; their fixed parts live in ``abcmini.calibrate``)."""
 
     kappa_self: float = why(0.87, "the paper's dropoff factor for self-attention")
-    kappa_cross: float = why(2.5, "a pad-11 frame has few cross lines; none stands the paper's 4.5 sigma out")
+    kappa_cross: float = why(2.5, "a pad-12 frame has few cross lines; none stands the paper's 4.5 sigma out")
     min_support: float = why(0.5, "extend only lines crossing half of the trusted rows, and the last one")
     samples: int = why(1000, "training inputs decoded to average the attention over")
     seed: int = why(0, "seed of that subset of training inputs")
@@ -76,7 +76,7 @@ class Recipe:
     stop_at_plain: float = why(0.995, "unscaffolded runs stop at interpolation, enough for ABC's 99%")
     train_on: float = why(1.5, "ABS windows train on to 1.5x the step that reached stop_at: long carries need it")
     abc_train_on: float = why(3.0, "ABC retraining trains on to 3x the step that reached stop_at: rarer long carry errors")
-    abc_pad_width: int = why(11, "ABC trains in a pad-11 frame in every recipe: 4 leading zeros, as 60 digits have at pad 64")
+    abc_pad_width: int = why(12, "ABC trains (source, retraining) in a pad-12 frame in every recipe: anchored lines, cheap steps")
     abc_valid_size: int = why(500, "…and validates on 500 numbers: one ABC training serves every recipe's protocol")
     steps: int = why(4000, "step cap of runs expected to interpolate")
     steps_addition_plain: int = why(20000, "Vanilla Addition sits on a loss plateau for thousands of steps")
