@@ -4,6 +4,9 @@ windows (paper appendix, "Windowed Attention Biasing") and ABC's calibrated line
 (self_bias, cross_bias)``, so one scaffold serves training, every test length and every step of
 cached decoding.
 
+Scaffolds are ``nn.Module``s: a calibrated bias's line values are a buffer, so they travel with
+``.to()`` and ``state_dict()`` inside the model that holds them.
+
 Both hold 0 where attention is open and −inf where it is closed, and follow one no-NaN rule:
 every row keeps at least one open cell (ABS: the key nearest to its window; ABC: column 0, the
 input's start marker or SOS).
@@ -24,10 +27,9 @@ as a task name, so any tokenizer whose numbers are runs of digit tokens can use 
 Plain PyTorch: nothing here knows the tasks, the recipes or the run layer.
 """
 
-from dataclasses import dataclass
-
 import torch
 from einops import rearrange
+from torch import nn
 
 NEG_INF = float("-inf")
 Layout = tuple[tuple[int, int], ...]  # (first, last) columns of each input segment, in order
@@ -79,14 +81,14 @@ def window_cross_bias(n_q: int, n_k: int, w: int, binary: bool = False, device=N
     return torch.zeros(n_q, n_k, device=device).masked_fill(closed, NEG_INF)
 
 
-@dataclass(frozen=True)
-class Window:
+class Window(nn.Module):
     """The ABS scaffold with window ``w``: decoder self- and cross-attention biases."""
 
-    w: int
-    binary: bool = False
+    def __init__(self, w: int, binary: bool = False):
+        super().__init__()
+        self.w, self.binary = w, binary
 
-    def __call__(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(self_bias [1 q q], cross_bias [1 q s])``, the same for every head (any layout)."""
         return (
             rearrange(window_self_bias(n_q, n_q, self.w, device), "q k -> 1 q k"),
@@ -118,21 +120,23 @@ def in_segment(n_q: int, n_k: int, segment, device=None) -> torch.Tensor:
     return torch.ones_like(j, dtype=torch.bool) if segment is None else (j >= segment[0]) & (j <= segment[1])
 
 
-@dataclass
-class LineBias:
-    """A calibrated bias: ``values [directions heads lines]`` (−inf padded) with line offsets."""
+class LineBias(nn.Module):
+    """A calibrated bias: ``values [directions heads lines]`` (−inf padded, a buffer) with line
+    offsets ``firsts`` (the line index of column 0 of ``values``, per direction ``deltas``).
 
-    deltas: tuple[int, ...]
-    firsts: tuple[int, ...]  # line index of column 0 of ``values``, per direction
-    values: torch.Tensor
-    right: bool = True  # Δ ≤ 0 lines anchored at the top-right corner (see ``line_ids``)
-    # a head with no line: transparent (all zeros, the paper's rule) or silent (all closed, so the
-    # no-NaN rule opens column 0 only: the start marker, the same token at every length)
-    transparent_empty: bool = True
-    # anchored lines: counted in the input's segments, each direction's table in the segment of
-    # ``segments`` (an index into the layout; ``deltas`` may then repeat, one table per segment)
-    anchored: bool = False
-    segments: tuple[int, ...] = ()
+    ``right``: Δ ≤ 0 lines anchored at the top-right corner (see ``line_ids``).
+    ``transparent_empty``: a head with no line is transparent (all zeros, the paper's rule) or
+    silent (all closed, so the no-NaN rule opens column 0 only: the start marker, the same token
+    at every length). ``anchored``: lines counted in the input's segments, each direction's table
+    in the segment of ``segments`` (an index into the layout; ``deltas`` may then repeat).
+    """
+
+    def __init__(self, deltas: tuple, firsts: tuple, values: torch.Tensor, right: bool = True, transparent_empty: bool = True,
+                 anchored: bool = False, segments: tuple = ()):
+        super().__init__()
+        self.deltas, self.firsts, self.right = tuple(deltas), tuple(firsts), right
+        self.transparent_empty, self.anchored, self.segments = transparent_empty, anchored, tuple(segments)
+        self.register_buffer("values", values)
 
     def segment(self, index: int, layout: Layout | None):
         """``(first, last)`` columns of table ``index``'s segment in ``layout``; None: corner-anchored."""
@@ -158,7 +162,7 @@ class LineBias:
         """``[heads]``: heads where no line survived the dropoff (they get an all-zero bias)."""
         return ~torch.isfinite(self.values).any(dim=-1).any(dim=0)
 
-    def __call__(self, n_q: int, n_k: int, device=None, layout: Layout | None = None) -> torch.Tensor:
+    def forward(self, n_q: int, n_k: int, device=None, layout: Layout | None = None) -> torch.Tensor:
         """Materialize the ``[h q k]`` bias for an ``n_q × n_k`` attention matrix (anchored lines:
         over keys of that ``layout``)."""
         lines = self.values.shape[-1]
@@ -195,14 +199,14 @@ class LineBias:
                     yield label, head, open_lines
 
 
-@dataclass
-class Calibrated:
+class Calibrated(nn.Module):
     """The ABC biases of one model: decoder self- and cross-attention line tables."""
 
-    self_attention: LineBias
-    cross_attention: LineBias
+    def __init__(self, self_attention: LineBias, cross_attention: LineBias):
+        super().__init__()
+        self.self_attention, self.cross_attention = self_attention, cross_attention
 
-    def __call__(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(self_bias [h q q], cross_bias [h q s])``; the model adds the causal mask itself."""
         return self.self_attention(n_q, n_q, device), self.cross_attention(n_q, n_src, device, layout)
 
@@ -222,14 +226,15 @@ class Calibrated:
         return cls(LineBias.from_state(state["self"]), LineBias.from_state(state["cross"]))
 
 
-@dataclass
-class PerLayer:
+class PerLayer(nn.Module):
     """One ABC bias per decoder layer, each calibrated from that layer's own attention (the
     paper's "per-layer bias", end of §4): the model adds ``layers[l]`` in decoder layer ``l``."""
 
-    layers: tuple[Calibrated, ...]
+    def __init__(self, layers):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
 
-    def __call__(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def forward(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [layer(n_q, n_src, device, layout) for layer in self.layers]
 
     def state(self) -> dict:

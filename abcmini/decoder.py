@@ -19,8 +19,8 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from abcmini.biases import NEG_INF, Layout, per_layer, segments_of
-from abcmini.model import Block, KVCache, ModelConfig, Transformer, causal_bias, rows
+from abcmini.biases import NEG_INF, Layout
+from abcmini.model import Block, KVCache, ModelConfig, Scaffolded, Transformer, causal_bias, rows
 from abcmini.positions import IN_ATTENTION, sinusoidal
 
 
@@ -39,41 +39,25 @@ def joint_bias(self_bias, cross_bias, n_src: int, n_q: int, device=None) -> torc
     return torch.cat([own.expand(heads, -1, -1), answer], dim=1)
 
 
-class DecoderOnly(nn.Module):
-    """``cfg.dec_layers`` blocks of causal self-attention; the scaffold's biases are kept per
-    size (``biases``), as in the encoder-decoder."""
+class DecoderOnly(Scaffolded):
+    """``cfg.dec_layers`` blocks of causal self-attention over prompt and answer."""
 
-    def __init__(self, cfg: ModelConfig, scaffold=None):
-        super().__init__()
-        self.cfg, self._scaffold, self._biases = cfg, scaffold, {}
+    def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):
+        super().__init__(cfg, scaffold)
         inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.layers = nn.ModuleList(Block(cfg, inner) for _ in range(cfg.dec_layers))
         self.norm = nn.LayerNorm(cfg.d_model)
         self.to_logits = nn.Linear(cfg.d_model, cfg.vocab_size)
 
-    @property
-    def scaffold(self):
-        return self._scaffold
-
-    @scaffold.setter
-    def scaffold(self, scaffold):  # biases of another scaffold are never served
-        self._scaffold, self._biases = scaffold, {}
-
-    def layout(self, src: torch.Tensor) -> Layout | None:
-        """The prompt's segments (``biases.segments_of``), what an anchored scaffold needs."""
-        return segments_of(src[0] < self.cfg.digit_tokens) if self._scaffold is not None else None
-
     def biases(self, n_q: int, n_src: int, device, layout: Layout | None = None) -> list[torch.Tensor]:
         """The ``joint_bias`` of each layer for an ``n_src``-token prompt and ``n_q``-token answer."""
-        key = (n_q, n_src, layout, str(device))
-        if key not in self._biases:
-            if len(self._biases) >= 8:
-                self._biases.clear()
-            pairs = per_layer(self._scaffold(n_q, n_src, device, layout) if self._scaffold else (None, None), len(self.layers))
+        def build():
+            pairs = self.scaffold_pairs(n_q, n_src, device, layout, len(self.layers))
             joint = {id(pair): joint_bias(*pair, n_src, n_q, device) for pair in pairs}  # a pair shared by every layer: once
-            self._biases[key] = [joint[id(pair)] for pair in pairs]
-        return self._biases[key]
+            return [joint[id(pair)] for pair in pairs]
+
+        return self.cached((n_q, n_src, layout, str(device)), build)
 
     def positions(self, n_src: int, n: int, device=None) -> torch.Tensor:
         """``[n_src + n]`` positions of the prompt and answer (CPI: mod ``period``, from the

@@ -187,14 +187,43 @@ class DecoderLayer(nn.Module):
         return x + self.drop(self.ff(self.norm_ff(x))), {"self": self_probs, "cross": cross_probs}
 
 
-class Transformer(nn.Module):
-    """``scaffold(n_q, n_src, device) → (self_bias, cross_bias)`` (optional, or a list of such
-    pairs, one per decoder layer) is added in the decoder layers; its biases are kept per size,
-    since training batches share one shape."""
+class Scaffolded(nn.Module):
+    """A model that adds a scaffold's biases to its attention: ``scaffold(n_q, n_src, device,
+    layout) → (self_bias, cross_bias)`` (or a list of such pairs, one per layer), an ``nn.Module``
+    (``abcmini.biases``) or None. The biases are kept per size, since training batches share one
+    shape; the scaffold's buffers are part of the model's ``state_dict``."""
 
-    def __init__(self, cfg: ModelConfig, scaffold=None):
+    def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):
         super().__init__()
-        self.cfg, self._scaffold, self._biases = cfg, scaffold, {}
+        self.cfg, self.scaffold, self._biases = cfg, scaffold, {}
+
+    def set_scaffold(self, scaffold: nn.Module | None) -> None:
+        """Another scaffold (or None): biases of the old one are never served."""
+        self.scaffold, self._biases = scaffold, {}
+
+    def layout(self, src: torch.Tensor) -> Layout | None:
+        """The input's segments (``biases.segments_of``), the same for every row of a batch in a
+        fixed frame; what an anchored scaffold needs (None without a scaffold)."""
+        return segments_of(src[0] < self.cfg.digit_tokens) if self.scaffold is not None else None
+
+    def scaffold_pairs(self, n_q: int, n_src: int, device, layout: Layout | None, depth: int) -> list[tuple]:
+        """The scaffold's ``(self_bias, cross_bias)`` for each of ``depth`` layers (``(None, None)`` without one)."""
+        return per_layer(self.scaffold(n_q, n_src, device, layout) if self.scaffold is not None else (None, None), depth)
+
+    def cached(self, key: tuple, build):
+        """``build()``'s biases for a size ``key`` (shapes, layout, device), built once."""
+        if key not in self._biases:
+            if len(self._biases) >= 8:
+                self._biases.clear()
+            self._biases[key] = build()
+        return self._biases[key]
+
+
+class Transformer(Scaffolded):
+    """The paper's encoder-decoder: the scaffold's biases are added in the decoder layers."""
+
+    def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):
+        super().__init__(cfg, scaffold)
         inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.encoder = nn.ModuleList(Block(cfg, inner) for _ in range(cfg.enc_layers))
@@ -203,33 +232,18 @@ class Transformer(nn.Module):
         self.dec_norm = nn.LayerNorm(cfg.d_model)
         self.to_logits = nn.Linear(cfg.d_model, cfg.vocab_size)
 
-    @property
-    def scaffold(self):
-        return self._scaffold
-
-    @scaffold.setter
-    def scaffold(self, scaffold):  # biases of another scaffold are never served
-        self._scaffold, self._biases = scaffold, {}
-
-    def layout(self, src: torch.Tensor) -> Layout | None:
-        """The input's segments (``biases.segments_of``), the same for every row of a batch in a
-        fixed frame; what an anchored scaffold needs (None without a scaffold)."""
-        return segments_of(src[0] < self.cfg.digit_tokens) if self._scaffold is not None else None
-
     def biases(self, n_q: int, n_src: int, device, layout: Layout | None = None) -> list[tuple]:
         """``(self_bias, cross_bias)`` per decoder layer for an ``n_q``-token output and
         ``n_src``-token input: the scaffold's (one pair serves every layer unless it is per layer),
         the causal mask already in the self-attention bias (row ``t`` of it, cut to keys ``≤ t``,
         is the scaffold's row alone, so cached decoding uses the same tensors)."""
-        key = (n_q, n_src, layout, str(device))  # training batches share one shape: one entry serves them all
-        if key not in self._biases:
-            if len(self._biases) >= 8:
-                self._biases.clear()
-            pairs = per_layer(self._scaffold(n_q, n_src, device, layout) if self._scaffold else (None, None), len(self.decoder))
+        def build():
+            pairs = self.scaffold_pairs(n_q, n_src, device, layout, len(self.decoder))
             causal = causal_bias(n_q, n_q, device=device)
             masked = {id(s): _add(s, causal) for s, _ in pairs}  # a pair shared by every layer is masked once
-            self._biases[key] = [(masked[id(s)], c) for s, c in pairs]
-        return self._biases[key]
+            return [(masked[id(s)], c) for s, c in pairs]
+
+        return self.cached((n_q, n_src, layout, str(device)), build)
 
     def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """Token embedding (``N(0, 1)`` entries), plus ``pe_scale`` times the sinusoidal encoding

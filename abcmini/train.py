@@ -41,12 +41,20 @@ def same_bias(a: dict | None, b: dict | None) -> bool:
     return a == b
 
 
+def load_weights(model: torch.nn.Module, weights: dict) -> None:
+    """A checkpoint's weights into ``model``, whose scaffold was built from the checkpoint's stored
+    bias: the scaffold's buffers come from there (checkpoints from before scaffolds were modules
+    have none in their weights)."""
+    scaffold = {key: value for key, value in model.state_dict().items() if key.startswith("scaffold.")}
+    model.load_state_dict({**scaffold, **{key: value for key, value in weights.items() if not key.startswith("scaffold.")}})
+
+
 def load_model(state: dict, device="cpu") -> tuple[RunConfig, torch.nn.Module]:
     """``(cfg, model)`` from a checkpoint; an ABC bias is stored in the checkpoint itself."""
     cfg = run_config_of(state)
     model = build_model(cfg.model_config(), scaffold(cfg, state.get("abc_bias")))
     try:
-        model.load_state_dict(state["model"])
+        load_weights(model, state["model"])
     except RuntimeError as error:  # tensors of another model: missing, unexpected or of another shape
         raise CheckpointError(f"checkpoint's weights do not fit its config ({str(error).splitlines()[-1].strip()[:120]})") from None
     return cfg, model.to(device).eval()
@@ -126,7 +134,7 @@ class Trainer:
         if theirs != ours:
             changed = ", ".join(f"{k}: {theirs.get(k)!r} there, {ours[k]!r} here" for k in ours if theirs.get(k) != ours[k])
             raise UserError(f"{self.run_dir!r} was trained with a different configuration ({changed})")
-        self.model.load_state_dict(state["model"])
+        load_weights(self.model, state["model"])
         self.step_count, self.history, self.elapsed = state["step"], state["history"], state["elapsed"]
         if state.get("weights_only"):  # a shipped source: its model and history, no optimizer or RNG to go on with
             if not self.stopped:

@@ -26,9 +26,10 @@ def test_windowed_nope_successor_extrapolates_to_three_times_its_training_length
     accuracy = extrapolation_accuracy(windowed.model, "successor", length, 24, seed=0)
     assert accuracy >= 0.95, f"{accuracy:.2%} at {length} digits"
     # the same model without its window stays in its training range
-    window, windowed.model.scaffold, windowed.model._biases = windowed.model.scaffold, None, {}
+    window = windowed.model.scaffold
+    windowed.model.set_scaffold(None)
     assert extrapolation_accuracy(windowed.model, "successor", length, 24, seed=0) < 0.5
-    windowed.model.scaffold = window
+    windowed.model.set_scaffold(window)
 
 
 def test_exact_match_in_one_pass_is_greedy_decodings_exact_match(windowed):

@@ -11,13 +11,14 @@ def random_model(scheme="vanilla", period=0, scaffold=None, **overrides) -> Tran
     return Transformer(ModelConfig(**{**PRESETS["tiny"], "heads": 4, **overrides}, scheme=scheme, period=period), scaffold).eval()
 
 
-class Fixed:
+class Fixed(torch.nn.Module):
     """A scaffold that serves the top-left corner of two given biases, whatever size is asked."""
 
     def __init__(self, self_bias, cross_bias):
+        super().__init__()
         self.self_bias, self.cross_bias = self_bias, cross_bias
 
-    def __call__(self, n_q, n_src, device=None, layout=None):
+    def forward(self, n_q, n_src, device=None, layout=None):
         return self.self_bias[:, :n_q, :n_q], self.cross_bias[:, :n_q, :n_src]
 
 
@@ -55,7 +56,7 @@ def test_cached_decoding_with_biases_matches_uncached(enc_layers):
     cached = model.greedy(ex.src, steps, use_cache=True)
     uncached = model.greedy(ex.src, steps, use_cache=False)
     assert torch.equal(cached, uncached)
-    model.scaffold = None
+    model.set_scaffold(None)
     assert not torch.equal(cached, model.greedy(ex.src, steps, use_cache=True))  # the biases matter
 
 
