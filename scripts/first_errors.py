@@ -1,0 +1,35 @@
+"""Where a run's answers first go wrong: ``python scripts/first_errors.py RUN_DIR LENGTH PAD_WIDTH [N]``.
+
+Decodes N (default 3,000) test numbers of LENGTH digits (test seed 0) in a frame of PAD_WIDTH and
+counts, over the wrong answers, how many first go wrong right after two output zeros and how many
+with a digit one too high (a carry added). docs/decoder-only.md uses it.
+"""
+
+import sys
+
+import torch
+
+from abcmini.store import load_checkpoint
+from abcmini.tasks import extrapolation_operands, format_task
+from abcmini.train import load_model
+
+
+def main(run_dir: str, length: int, pad_width: int, samples: int = 3000) -> None:
+    cfg, model = load_model(load_checkpoint(run_dir))
+    a, b = extrapolation_operands(cfg.task, length, 0)
+    example = format_task(cfg.task, a[:samples], None if b is None else b[:samples], pad_width)
+    steps = example.tgt_out.shape[1]
+    out = torch.cat([model.greedy(example.src[i : i + 250], steps) for i in range(0, len(example.src), 250)])
+    wrong = out != example.tgt_out
+    rows = wrong.any(dim=1).nonzero().flatten()
+    first = wrong[rows].float().argmax(dim=1)
+    target = example.tgt_out[rows]
+    before = torch.stack([target.gather(1, (first - k).clamp(min=0)[:, None]).flatten() for k in (1, 2)])
+    after_zeros = ((first >= 2) & (before == 0).all(dim=0)).sum()
+    one_high = (out[rows].gather(1, first[:, None]).flatten() == (target.gather(1, first[:, None]).flatten() + 1) % 10).sum()
+    print(f"{len(rows)} wrong of {len(example.src)}; first wrong right after two output zeros: {int(after_zeros)}; "
+          f"first wrong digit one too high: {int(one_high)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *(int(n) for n in sys.argv[4:5]))
