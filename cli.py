@@ -7,7 +7,9 @@ Options also take the underscore spelling a wandb sweep agent passes (``--pad_wi
 
 import glob
 import os
+import signal
 import sys
+import threading
 import time
 from contextlib import ExitStack, contextmanager
 
@@ -19,7 +21,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer v
 
 from typer.core import TyperGroup
 
-from abcmini.errors import UserError
+from abcmini.errors import Stopped, UserError, exit_code_of, raise_stopped
 from abcmini.names import check_int
 
 console = Console()
@@ -49,6 +51,21 @@ def boolean_values(command, args: list[str]) -> list[str]:
     return out
 
 
+@contextmanager
+def stop_on_sigterm():
+    """SIGTERM (wandb agent, SLURM, timeout) raises ``Stopped`` where the program is, as SIGINT
+    raises KeyboardInterrupt: every ``with`` unwinds, so a run ends with its checkpoint kept and
+    its wandb run finished as failed. Signal handlers belong to the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, raise_stopped)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class OneLineErrors(TyperGroup):
     """Typer's own parse errors (``--steps abc``, an unknown option) as one line and exit code 2,
     like the errors our commands raise, instead of a usage panel; boolean options also take a
@@ -61,7 +78,12 @@ class OneLineErrors(TyperGroup):
         if not standalone_mode:
             return super().main(args, *rest, standalone_mode=False, **kwargs)
         try:
-            code = super().main(args, *rest, standalone_mode=False, **kwargs)
+            with stop_on_sigterm():
+                code = super().main(args, *rest, standalone_mode=False, **kwargs)
+        except Stopped as stop:
+            errors.print(f"stopped by {stop} (exit code {stop.exit_code}): the run keeps its last checkpoint, its wandb run ended as failed; "
+                         "train --resume goes on from there", highlight=False, soft_wrap=True)
+            sys.exit(stop.exit_code)
         except NoArgsIsHelpError as error:
             console.print(error.format_message(), highlight=False)
             sys.exit(0)
@@ -162,6 +184,11 @@ class ConsoleHooks:
         if not console.is_terminal:
             console.print(f"length {length:>3}: {accuracy:.2%} ({seconds:.1f}s)", highlight=False)
             sys.stdout.flush()
+
+
+def waiting_line(text: str) -> None:
+    errors.print(text, highlight=False, soft_wrap=True, markup=False)
+    sys.stderr.flush()
 
 
 def print_calibration(result: dict, seconds: float) -> None:
@@ -285,9 +312,10 @@ def train(
         for directory, option in ((run_dir, "--out"), (source_dir, "--source")):
             if directory:
                 check_writable(directory, option)
-        locks.enter_context(lock_run(run_dir))
+        waiting = waiting_line if proceed else None  # --continue (the sweeps) waits for another process on the cell
+        locks.enter_context(lock_run(run_dir, waiting=waiting))
         if source_dir and not source:  # a source named by --source may be a shipped, read-only run
-            locks.enter_context(lock_run(source_dir))
+            locks.enter_context(lock_run(source_dir, waiting=waiting))
         exists = check_run_dir(run_dir, resume or (proceed and has_run(run_dir)), overwrite)  # again, now that it is ours
         if overwrite and exists:
             kept = clear_run(run_dir)
@@ -495,11 +523,11 @@ def reproduce_command(
         with progress:
             bar = progress.add_task("cells", total=len(jobs), completed=len(jobs) - to_do)
             results = run_all(jobs, workers, on_done, Tracking(wandb, wandb_project))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Stopped) as stop:
         done = read_invocations(out)[-1]["done"]
         errors.print(f"interrupted after {time.perf_counter() - start:.0f}s: {done} cell{'s' * (done != 1)} finished in this invocation; "
                      f"every unfinished run keeps its last checkpoint; rerun the same command to resume", soft_wrap=True, highlight=False)
-        raise typer.Exit(130) from None
+        raise typer.Exit(exit_code_of(stop)) from None
     failed = sum("error" in r for r in results)
     if failed and not glob.glob(os.path.join(out, "**", "eval.json"), recursive=True):
         errors.print(f"reproduce: {failed} failed and no cell has a result record to report", soft_wrap=True, highlight=False)
@@ -543,7 +571,8 @@ def sweep_command(
     for i, argv in enumerate(commands, 1):
         console.print(f"[bold]sweep {name}[/] run {i}/{len(commands)}: {' '.join(argv[1:])}", soft_wrap=True, highlight=False)
         sys.stdout.flush()
-        if subprocess.run(argv, env={**os.environ, "ABCMINI_SWEEP": name}).returncode != 0:
+        project = {"WANDB_PROJECT": str(config["project"])} if config.get("project") else {}  # the file's project, as wandb sweep takes it
+        if subprocess.run(argv, env={**os.environ, "ABCMINI_SWEEP": name, **project}).returncode != 0:
             failed += 1
     console.print(f"sweep: {len(commands) - failed} runs finished, {failed} failed", highlight=False)
     if failed:

@@ -55,9 +55,12 @@ class OfflineRun:
     id: str = ""
     group: str = ""
     job_type: str = ""
+    sweep_id: str = ""
+    project: str = ""
     tags: list = field(default_factory=list)
     exit_code: int | None = None
     artifacts: list = field(default_factory=list)  # (name, type) of every artifact the run logged
+    metrics: dict = field(default_factory=dict)  # define_metric: a metric's name → its step metric
 
     def media(self, key: str) -> list[str]:
         """Paths (on disk) of every image / table logged under ``key``."""
@@ -73,9 +76,12 @@ def read_offline_runs(wandb_dir: str) -> list[OfflineRun]:
             kind = record.WhichOneof("record_type")
             if kind == "run":
                 run.id, run.group, run.job_type, run.tags = record.run.run_id, record.run.run_group, record.run.job_type, list(record.run.tags)
+                run.sweep_id, run.project = record.run.sweep_id, record.run.project
                 run.config.update({_key(i): json.loads(i.value_json) for i in record.run.config.update})
             elif kind == "exit":
                 run.exit_code = record.exit.exit_code
+            elif kind == "metric":
+                run.metrics[record.metric.name or record.metric.glob_name] = record.metric.step_metric
             elif kind == "artifact":
                 run.artifacts.append((record.artifact.name, record.artifact.type))
             elif kind == "config":
