@@ -451,16 +451,18 @@ def report_command(
 
 @app.command("dashboard")
 def dashboard_command(
-    runs_dir: str = typer.Argument("runs", help="Directory searched (recursively) for result records (eval.json)."),
-    out: str = typer.Option(None, help="HTML file to write [default: RUNS_DIR/dashboard.html]."),
+    runs_dirs: list[str] = typer.Argument(None, help="Directories searched (recursively) for result records (eval.json) [default: runs]."),
+    out: str = typer.Option(None, help="HTML file to write [default: RUNS_DIR/dashboard.html for one directory, ./dashboard.html for several]."),
 ):
-    """One self-contained HTML page comparing the methods: accuracy against length, both tables, each cell's training, attention and scaffold."""
+    """One self-contained HTML page comparing the methods of any number of results roots: accuracy against length, both tables, each cell's training, attention and scaffold."""
     from abcmini.dashboard import write_dashboard
 
+    runs_dirs = runs_dirs or ["runs"]
     with user_errors():
-        if not os.path.isdir(runs_dir):
-            raise UserError(f"runs directory {runs_dir!r} does not exist")
-        path = write_dashboard(runs_dir, out or os.path.join(runs_dir, "dashboard.html"))
+        for runs_dir in runs_dirs:
+            if not os.path.isdir(runs_dir):
+                raise UserError(f"runs directory {runs_dir!r} does not exist")
+        path = write_dashboard(runs_dirs, out or (os.path.join(runs_dirs[0], "dashboard.html") if len(runs_dirs) == 1 else "dashboard.html"))
     console.print(f"→ {path} (open it in a browser; it works offline)", highlight=False, soft_wrap=True)
 
 
