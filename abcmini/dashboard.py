@@ -28,6 +28,7 @@ from abcmini.report import (ABS_ROWS, LONG_LENGTH, MAIN_LENGTHS, MAIN_ROWS, PUBL
 from abcmini.store import CHECKPOINT, StoreError, atomic_write, load_bias, load_checkpoint
 from abcmini.tasks import POOL_DIGITS, Example, Pool, detokenize, format_task, sample_operands
 from abcmini.train import load_model
+from abcmini.wandb_files import logged_history
 
 METHOD_STYLE = {  # one colour and marker per method, the same in every plot of every page
     "vanilla": ("#1f77b4", "circle"), "nope+abc": ("#d62728", "diamond"), "alibi": ("#2ca02c", "square"),
@@ -116,17 +117,22 @@ def table_html(cells: dict, lengths, rows) -> str:
     return f"<table><tr><th>task</th><th>method</th><th>seeds</th>{head}</tr>{''.join(body)}</table>"
 
 
-def training_figure(history: list) -> go.Figure:
+def training_figure(history: list, logged: list) -> go.Figure:
     """Training loss and validation exact match at every evaluation the checkpoint recorded
-    (markers, so a run that stopped after one or two evaluations still shows them)."""
+    (markers, so a run that stopped after one or two evaluations still shows them), and the
+    training loss wandb logged every few steps where the run directory holds its run file."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     steps = [entry["step"] for entry in history]
+    losses = [(row["_step"], row["train/loss"]) for row in logged if "train/loss" in row and "_step" in row]
+    if losses:
+        fig.add_trace(go.Scatter(x=[s for s, _ in losses], y=[v for _, v in losses], mode="lines", line={"width": 1, "color": "#9ab"},
+                                 name="training loss (logged every few steps)"), secondary_y=False)
     fig.add_trace(go.Scatter(x=steps, y=[entry["loss"] for entry in history], name="training loss (mean since the last evaluation)",
-                             mode="lines+markers"), secondary_y=False)
+                             mode="lines+markers", line={"color": "#1f77b4"}), secondary_y=False)
     fig.add_trace(go.Scatter(x=steps, y=[100 * entry["valid_acc"] for entry in history], name="validation exact match (%)",
-                             mode="lines+markers"), secondary_y=True)
-    fig.update_layout(title=f"training: {len(history)} evaluations to step {steps[-1]}", height=300, margin={"t": 40, "b": 30},
-                      xaxis_title="step")
+                             mode="lines+markers", line={"color": "#d62728"}), secondary_y=True)
+    fig.update_layout(title=f"training: {len(history)} evaluations to step {steps[-1]}" + (f", loss logged at {len(losses)} steps" if losses else ""),
+                      height=300, margin={"t": 40, "b": 30}, xaxis_title="step")
     fig.update_yaxes(title_text="loss", type="log", secondary_y=False)
     fig.update_yaxes(title_text="validation (%)", range=[-3, 103], secondary_y=True)
     return fig
@@ -200,7 +206,7 @@ def cell_html(record: dict, first: bool) -> tuple[str, bool]:
     state = load_checkpoint(run)
     cfg, model = load_model(state)
     if state["history"]:
-        parts.append(figure_html(training_figure(state["history"]), first))
+        parts.append(figure_html(training_figure(state["history"], logged_history(run)), first))
         first = False
     a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).valid, 1, torch.Generator().manual_seed(0))
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)

@@ -37,6 +37,15 @@ def long_root(tmp_path_factory):
     for method in ("vanilla", "+w=1"):
         result = CliRunner().invoke(app, ["train", *args, "--method", method, "--out", str(root / "successor" / f"{method}-s0")])
         assert result.exit_code == 0, result.output
+    with pytest.MonkeyPatch.context() as patch:  # one run tracked offline into its own directory: its logged loss is a curve
+        patch.setenv("WANDB_MODE", "offline")
+        patch.setenv("WANDB_SILENT", "true")
+        patch.delenv("WANDB_DIR", raising=False)
+        for name in ("WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_CONFIG_DIR"):  # nothing under the home directory
+            patch.setenv(name, str(tmp_path_factory.mktemp(name.lower())))
+        result = CliRunner().invoke(app, ["train", *[a for a in args if a != "--no-wandb"], "--method", "rope",
+                                          "--out", str(root / "successor" / "rope-s0")])
+        assert result.exit_code == 0, result.output
     return root
 
 
@@ -55,7 +64,8 @@ def test_the_dashboard_takes_several_roots_and_a_missing_one_is_one_line(root, l
     assert result.exit_code == 0, result.output
     page = (tmp_path / "both.html").read_text()
     assert page.count("<h2 id='protocol-") == 2 and "each test in a frame of its length" in page
-    assert page.count("<details class='cell'>") == 6 and "<details open" not in page and "version –" not in page
+    assert page.count("<details class='cell'>") == 7 and "<details open" not in page and "version –" not in page
+    assert page.count("training loss (logged every few steps)") == 1 and "loss logged at 2 steps" in page  # rope: steps 10 and 20
     missing = CliRunner().invoke(app, ["dashboard", str(root), str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and len(missing.output.strip().splitlines()) == 1 and "does not exist" in missing.output
 

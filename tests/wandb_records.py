@@ -1,43 +1,12 @@
-"""Read what wandb wrote: the records of an offline run's ``run-<id>.wandb`` file.
-
-wandb 0.31 ships no reader. The file is a 7-byte ``:W&B`` header, then leveldb-log framing:
-32 KiB blocks of records ``crc32 (4) · length (2) · type (1) · payload``, where a record may be
-split FIRST/MIDDLE/LAST across blocks; each reassembled payload is a ``Record`` protobuf.
-"""
+"""Read what wandb wrote: config, summary, history, exit code … of the offline runs under a
+wandb directory, from their ``run-<id>.wandb`` files (``abcmini.wandb_files.records``)."""
 
 import glob
 import json
 import os
-import struct
 from dataclasses import dataclass, field
 
-from wandb.proto import wandb_internal_pb2
-
-BLOCK, HEADER = 32 * 1024, 7
-FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
-
-
-def records(path: str) -> list:
-    data = open(path, "rb").read()
-    assert data[:4] == b":W&B", "not a wandb run file"
-    out, pending, pos = [], b"", HEADER
-    while pos + HEADER <= len(data):
-        left = BLOCK - pos % BLOCK
-        if left < HEADER:  # block trailer padding
-            pos += left
-            continue
-        _, length, kind = struct.unpack("<IHB", data[pos : pos + HEADER])
-        if kind == 0:  # zero fill to the end of the block
-            pos += left
-            continue
-        pending += data[pos + HEADER : pos + HEADER + length]
-        pos += HEADER + length
-        if kind in (FULL, LAST):
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(pending)
-            out.append(record)
-            pending = b""
-    return out
+from abcmini.wandb_files import records
 
 
 def _key(item) -> str:
