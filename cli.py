@@ -81,8 +81,8 @@ class OneLineErrors(TyperGroup):
             with stop_on_sigterm():
                 code = super().main(args, *rest, standalone_mode=False, **kwargs)
         except Stopped as stop:
-            errors.print(f"stopped by {stop} (exit code {stop.exit_code}): the run keeps its last checkpoint, its wandb run ended as failed; "
-                         "train --resume goes on from there", highlight=False, soft_wrap=True)
+            errors.print(f"stopped by {stop} (exit code {stop.exit_code}): a run keeps its last checkpoint and its wandb run ended as failed; "
+                         "the same command goes on from there (train: with --resume or --continue)", highlight=False, soft_wrap=True)
             sys.exit(stop.exit_code)
         except NoArgsIsHelpError as error:
             console.print(error.format_message(), highlight=False)
