@@ -52,18 +52,23 @@ def boolean_values(command, args: list[str]) -> list[str]:
 
 
 @contextmanager
-def stop_on_sigterm():
-    """SIGTERM (wandb agent, SLURM, timeout) raises ``Stopped`` where the program is, as SIGINT
-    raises KeyboardInterrupt: every ``with`` unwinds, so a run ends with its checkpoint kept and
-    its wandb run finished as failed. Signal handlers belong to the main thread only."""
+def stop_on_signals():
+    """SIGTERM (wandb agent, SLURM, timeout) and SIGINT (Ctrl-C) raise ``Stopped`` where the program
+    is: every ``with`` unwinds, so a run ends with its checkpoint kept and its wandb run finished
+    as failed. A signal the process was started ignoring (a background job's SIGINT) stays ignored;
+    signal handlers belong to the main thread only."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, raise_stopped)
+    previous = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    for number, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(number, raise_stopped)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 class OneLineErrors(TyperGroup):
@@ -78,7 +83,7 @@ class OneLineErrors(TyperGroup):
         if not standalone_mode:
             return super().main(args, *rest, standalone_mode=False, **kwargs)
         try:
-            with stop_on_sigterm():
+            with stop_on_signals():
                 code = super().main(args, *rest, standalone_mode=False, **kwargs)
         except Stopped as stop:
             errors.print(f"stopped by {stop} (exit code {stop.exit_code}): a run keeps its last checkpoint and its wandb run ended as failed; "

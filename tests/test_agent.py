@@ -122,22 +122,27 @@ def test_two_agents_on_one_cell_train_it_once_and_both_report_it(offline, empty_
     assert any("train/loss" in row for row in runs["agentA"].history) and not any("train/loss" in row for row in runs["agentB"].history)
 
 
-def test_sigterm_ends_a_run_as_failed_with_exit_code_143_and_keeps_its_checkpoint(offline, tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_ends_a_run_as_failed_with_its_exit_code_and_keeps_its_checkpoint(offline, tmp_path, stop):
+    """SIGTERM: exit code 143 in wandb and for the process, as SIGINT's 130. The child gets SIGINT's
+    default handling even where the test runs as a background job, which ignores it."""
     out = tmp_path / "run"
     process = subprocess.Popen([sys.executable, "-m", "cli", "train", "--preset", "tiny", "--pad-width", "7", "--lengths", "3",
                                 "--steps", "100000", "--stop-at", "1.0", "--train-on", "1000", "--eval-every", "20", "--valid-size", "8",
                                 "--out", str(out)], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 60
     while not (out / "checkpoint.pt").exists() and time.time() < deadline:
         time.sleep(0.1)
     assert process.poll() is None and (out / "checkpoint.pt").exists(), "the run never wrote its first checkpoint"
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(stop)
     _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 143
-    assert stderr.count("\n") == 1 and stderr.startswith("stopped by SIGTERM (exit code 143)"), stderr
+    code = 128 + stop
+    assert process.returncode == code
+    assert stderr.count("\n") == 1 and stderr.startswith(f"stopped by {stop.name} (exit code {code})"), stderr
     (run,) = read_offline_runs(offline)
-    assert run.exit_code == 143 and run.id == (out / "wandb-id").read_text()
+    assert run.exit_code == code and run.id == (out / "wandb-id").read_text()
     steps = torch.load(out / "checkpoint.pt", weights_only=True)["step"]
     assert steps >= 20 and steps % 20 == 0
     resumed = CliRunner().invoke(app, ["train", "--preset", "tiny", "--pad-width", "7", "--lengths", "3", "--steps", str(steps + 20),
