@@ -7,7 +7,9 @@ Options also take the underscore spelling a wandb sweep agent passes (``--pad_wi
 
 import glob
 import os
+import signal
 import sys
+import threading
 import time
 from contextlib import ExitStack, contextmanager
 
@@ -19,7 +21,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer v
 
 from typer.core import TyperGroup
 
-from abcmini.errors import UserError
+from abcmini.errors import Stopped, UserError, exit_code_of, raise_stopped
 from abcmini.names import check_int
 
 console = Console()
@@ -49,6 +51,26 @@ def boolean_values(command, args: list[str]) -> list[str]:
     return out
 
 
+@contextmanager
+def stop_on_signals():
+    """SIGTERM (wandb agent, SLURM, timeout) and SIGINT (Ctrl-C) raise ``Stopped`` where the program
+    is: every ``with`` unwinds, so a run ends with its checkpoint kept and its wandb run finished
+    as failed. A signal the process was started ignoring (a background job's SIGINT) stays ignored;
+    signal handlers belong to the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    for number, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(number, raise_stopped)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 class OneLineErrors(TyperGroup):
     """Typer's own parse errors (``--steps abc``, an unknown option) as one line and exit code 2,
     like the errors our commands raise, instead of a usage panel; boolean options also take a
@@ -61,7 +83,12 @@ class OneLineErrors(TyperGroup):
         if not standalone_mode:
             return super().main(args, *rest, standalone_mode=False, **kwargs)
         try:
-            code = super().main(args, *rest, standalone_mode=False, **kwargs)
+            with stop_on_signals():
+                code = super().main(args, *rest, standalone_mode=False, **kwargs)
+        except Stopped as stop:
+            errors.print(f"stopped by {stop} (exit code {stop.exit_code}): a run keeps its last checkpoint and its wandb run ended as failed; "
+                         "the same command goes on from there (train: with --resume or --continue)", highlight=False, soft_wrap=True)
+            sys.exit(stop.exit_code)
         except NoArgsIsHelpError as error:
             console.print(error.format_message(), highlight=False)
             sys.exit(0)
@@ -162,6 +189,11 @@ class ConsoleHooks:
         if not console.is_terminal:
             console.print(f"length {length:>3}: {accuracy:.2%} ({seconds:.1f}s)", highlight=False)
             sys.stdout.flush()
+
+
+def waiting_line(text: str) -> None:
+    errors.print(text, highlight=False, soft_wrap=True, markup=False)
+    sys.stderr.flush()
 
 
 def print_calibration(result: dict, seconds: float) -> None:
@@ -286,9 +318,10 @@ def train(
         for directory, option in ((run_dir, "--out"), (source_dir, "--source")):
             if directory:
                 check_writable(directory, option)
-        locks.enter_context(lock_run(run_dir))
+        waiting = waiting_line if proceed else None  # --continue (the sweeps) waits for another process on the cell
+        locks.enter_context(lock_run(run_dir, waiting=waiting))
         if source_dir and not source:  # a source named by --source may be a shipped, read-only run
-            locks.enter_context(lock_run(source_dir))
+            locks.enter_context(lock_run(source_dir, waiting=waiting))
         exists = check_run_dir(run_dir, resume or (proceed and has_run(run_dir)), overwrite)  # again, now that it is ours
         if overwrite and exists:
             kept = clear_run(run_dir)
@@ -424,16 +457,18 @@ def report_command(
 
 @app.command("dashboard")
 def dashboard_command(
-    runs_dir: str = typer.Argument("runs", help="Directory searched (recursively) for result records (eval.json)."),
-    out: str = typer.Option(None, help="HTML file to write [default: RUNS_DIR/dashboard.html]."),
+    runs_dirs: list[str] = typer.Argument(None, help="Directories searched (recursively) for result records (eval.json) [default: runs]."),
+    out: str = typer.Option(None, help="HTML file to write [default: RUNS_DIR/dashboard.html for one directory, ./dashboard.html for several]."),
 ):
-    """One self-contained HTML page comparing the methods: accuracy against length, both tables, each cell's training, attention and scaffold."""
+    """One self-contained HTML page comparing the methods of any number of results roots: accuracy against length, both tables, each cell's training, attention and scaffold."""
     from abcmini.dashboard import write_dashboard
 
+    runs_dirs = runs_dirs or ["runs"]
     with user_errors():
-        if not os.path.isdir(runs_dir):
-            raise UserError(f"runs directory {runs_dir!r} does not exist")
-        path = write_dashboard(runs_dir, out or os.path.join(runs_dir, "dashboard.html"))
+        for runs_dir in runs_dirs:
+            if not os.path.isdir(runs_dir):
+                raise UserError(f"runs directory {runs_dir!r} does not exist")
+        path = write_dashboard(runs_dirs, out or (os.path.join(runs_dirs[0], "dashboard.html") if len(runs_dirs) == 1 else "dashboard.html"))
     console.print(f"→ {path} (open it in a browser; it works offline)", highlight=False, soft_wrap=True)
 
 
@@ -496,11 +531,11 @@ def reproduce_command(
         with progress:
             bar = progress.add_task("cells", total=len(jobs), completed=len(jobs) - to_do)
             results = run_all(jobs, workers, on_done, Tracking(wandb, wandb_project))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Stopped) as stop:
         done = read_invocations(out)[-1]["done"]
         errors.print(f"interrupted after {time.perf_counter() - start:.0f}s: {done} cell{'s' * (done != 1)} finished in this invocation; "
                      f"every unfinished run keeps its last checkpoint; rerun the same command to resume", soft_wrap=True, highlight=False)
-        raise typer.Exit(130) from None
+        raise typer.Exit(exit_code_of(stop)) from None
     failed = sum("error" in r for r in results)
     if failed and not glob.glob(os.path.join(out, "**", "eval.json"), recursive=True):
         errors.print(f"reproduce: {failed} failed and no cell has a result record to report", soft_wrap=True, highlight=False)
@@ -544,7 +579,8 @@ def sweep_command(
     for i, argv in enumerate(commands, 1):
         console.print(f"[bold]sweep {name}[/] run {i}/{len(commands)}: {' '.join(argv[1:])}", soft_wrap=True, highlight=False)
         sys.stdout.flush()
-        if subprocess.run(argv, env={**os.environ, "ABCMINI_SWEEP": name}).returncode != 0:
+        project = {"WANDB_PROJECT": str(config["project"])} if config.get("project") else {}  # the file's project, as wandb sweep takes it
+        if subprocess.run(argv, env={**os.environ, "ABCMINI_SWEEP": name, **project}).returncode != 0:
             failed += 1
     console.print(f"sweep: {len(commands) - failed} runs finished, {failed} failed", highlight=False)
     if failed:

@@ -1,13 +1,19 @@
 """`abcmini dashboard`: one self-contained HTML page (plotly, inlined once; no server, no CDN)
-that compares the methods of a runs root: exact match against length per task (median over
-seeds, the seed range as a band, the paper's numbers as markers), both of the paper's tables
-beside the paper's, and per cell its training curve, attention and scaffold per head, its
-calibrated lines and its protocol. Built from the same records as ``report``.
+that compares the methods of any number of results roots (or a parent of them). Records are
+grouped by protocol (recipe, preset, frame): per protocol, exact match against length per task
+(median over seeds, the seed range as a band, the paper's numbers as markers, the training lengths
+shaded, a log length axis once lengths reach the hundreds), both of the paper's tables beside the
+paper's, and per cell a folded block: its accuracy per length, training steps and, where the run
+directory holds its checkpoint, its training curve, attention and scaffold per head and its
+calibrated lines. A method has one colour and one marker in every plot. Built from the same
+records as ``report``.
 """
 
+import hashlib
 import html
 import os
 import statistics
+from collections import Counter
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -20,10 +26,18 @@ from abcmini.paper import paper_accuracy
 from abcmini.report import (ABS_ROWS, LONG_LENGTH, MAIN_LENGTHS, MAIN_ROWS, PUBLISHED_COLUMNS, PUBLISHED_NOTE, TASK_ORDER, cell, collect,
                             describe_protocol, pool, protocol, published_rows, summarize)
 from abcmini.store import CHECKPOINT, StoreError, atomic_write, load_bias, load_checkpoint
-from abcmini.tasks import Example, Pool, detokenize, format_task, sample_operands
+from abcmini.tasks import POOL_DIGITS, Example, Pool, detokenize, format_task, sample_operands
 from abcmini.train import load_model
+from abcmini.wandb_files import logged_history
 
-COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
+METHOD_STYLE = {  # one colour and marker per method, the same in every plot of every page
+    "vanilla": ("#1f77b4", "circle"), "nope+abc": ("#d62728", "diamond"), "alibi": ("#2ca02c", "square"),
+    "rope": ("#9467bd", "triangle-up"), "relative": ("#8c564b", "triangle-down"), "nope": ("#7f7f7f", "cross"),
+    "vanilla+w=1": ("#ff7f0e", "star"), "vanilla+w=1+T=3": ("#17becf", "hexagon"), "nope+w=1": ("#e377c2", "pentagon"),
+}
+OTHER_STYLES = (("#bcbd22", "circle-open"), ("#393b79", "square-open"), ("#637939", "diamond-open"), ("#8c6d31", "star-open"),
+                ("#843c39", "triangle-up-open"), ("#7b4173", "hexagon-open"))
+LOG_FROM = 100  # lengths this long get a log length axis
 CLOSED = "#c8c8c8"  # −inf (closed) cells: the plot background shows through, outside the colour scale
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
@@ -40,33 +54,50 @@ def figure_html(fig: go.Figure, first: bool) -> str:
     return pio.to_html(fig, include_plotlyjs=first, full_html=False, config={"displaylogo": False})
 
 
+def method_style(method: str) -> tuple[str, str]:
+    """``(colour, marker symbol)`` of a method: fixed for the known ones, from a hash of the name otherwise."""
+    return METHOD_STYLE.get(method) or OTHER_STYLES[int(hashlib.sha256(method.encode()).hexdigest(), 16) % len(OTHER_STYLES)]
+
+
 def accuracy_figure(task: str, cells: dict) -> go.Figure:
     """Exact match against length for every method of ``task``: median line, seed-range band,
-    the paper's numbers as markers; a method's three traces switch on and off together."""
+    the paper's numbers as markers; a method's traces switch on and off together. Methods are
+    nudged apart along the length axis (hover shows the true length), so equal lines stay visible."""
     fig = go.Figure()
     methods = sorted(method for t, method in cells if t == task)
-    for method, color in zip(methods, COLORS * len(methods)):
+    longest = max(n for (t, _), per_length in cells.items() if t == task for n in per_length)
+    log = longest >= LOG_FROM
+    fig.add_trace(go.Scatter(x=[1, POOL_DIGITS, POOL_DIGITS, 1], y=[-3, -3, 103, 103], fill="toself", fillcolor="rgba(0,0,0,0.06)",
+                             line={"width": 0}, mode="lines", name=f"training lengths (1–{POOL_DIGITS})", hoverinfo="skip"))
+    for k, method in enumerate(methods):
+        color, symbol = method_style(method)
+        nudge = k - (len(methods) - 1) / 2
+        shift = (lambda n: n * 1.03 ** nudge) if log else (lambda n: n + 0.008 * longest * nudge)  # noqa: E731
         per_length = cells[task, method]
         lengths = sorted(per_length)
+        xs = [shift(n) for n in lengths]
         low = [100 * min(per_length[n]) for n in lengths]
         high = [100 * max(per_length[n]) for n in lengths]
         median = [100 * statistics.median(per_length[n]) for n in lengths]
         seeds = [len(per_length[n]) for n in lengths]
-        fig.add_trace(go.Scatter(x=lengths + lengths[::-1], y=high + low[::-1], fill="toself", fillcolor=color, opacity=0.15,
+        fig.add_trace(go.Scatter(x=xs + xs[::-1], y=high + low[::-1], fill="toself", fillcolor=color, opacity=0.15,
                                  line={"width": 0}, hoverinfo="skip", legendgroup=method, showlegend=False))
-        fig.add_trace(go.Scatter(x=lengths, y=median, mode="lines+markers", name=method, legendgroup=method, line={"color": color},
-                                 customdata=list(zip(low, high, seeds)),
-                                 hovertemplate=f"{method}<br>%{{x}} digits: %{{y:.2f}}% (median)<br>range %{{customdata[0]:.2f}}–"
-                                               "%{customdata[1]:.2f}, %{customdata[2]} seeds<extra></extra>"))
+        fig.add_trace(go.Scatter(x=xs, y=median, mode="lines+markers", name=method, legendgroup=method, line={"color": color, "width": 2},
+                                 marker={"symbol": symbol, "size": 8, "color": color}, customdata=list(zip(lengths, low, high, seeds)),
+                                 hovertemplate=f"{method}<br>%{{customdata[0]}} digits: %{{y:.2f}}% (median)<br>range %{{customdata[1]:.2f}}–"
+                                               "%{customdata[2]:.2f}, %{customdata[3]} seeds<extra></extra>"))
         paper = [(n, paper_accuracy(task, method, n)) for n in lengths]
         paper = [(n, value) for n, value in paper if value is not None]
         if paper:
-            fig.add_trace(go.Scatter(x=[n for n, _ in paper], y=[v for _, v in paper], mode="markers", name=f"{method} (paper)",
-                                     legendgroup=method, showlegend=False, marker={"symbol": "x", "size": 9, "color": color},
-                                     hovertemplate=f"{method}, the paper<br>%{{x}} digits: %{{y}}%<extra></extra>"))
+            fig.add_trace(go.Scatter(x=[shift(n) for n, _ in paper], y=[v for _, v in paper], mode="markers", name=f"{method} (paper)",
+                                     legendgroup=method, showlegend=False, marker={"symbol": "x-thin-open", "size": 11, "color": color},
+                                     customdata=[n for n, _ in paper],
+                                     hovertemplate=f"{method}, the paper<br>%{{customdata}} digits: %{{y}}%<extra></extra>"))
     fig.update_layout(title=f"{task}: exact match against length (median over seeds, band: range; ×: the paper)",
-                      xaxis_title="operand length (digits)", yaxis_title="exact match (%)", yaxis_range=[-3, 103], height=420,
-                      margin={"t": 50, "b": 40}, legend={"groupclick": "togglegroup"})
+                      xaxis_title="operand length (digits)" + (", log scale" if log else ""), yaxis_title="exact match (%)",
+                      yaxis_range=[-3, 103], height=420, margin={"t": 50, "b": 40}, legend={"groupclick": "togglegroup"})
+    if log:
+        fig.update_xaxes(type="log", tickvals=[1, 2, 5, 10, 20, 50, 100, 200, 500, 1000])
     return fig
 
 
@@ -86,13 +117,22 @@ def table_html(cells: dict, lengths, rows) -> str:
     return f"<table><tr><th>task</th><th>method</th><th>seeds</th>{head}</tr>{''.join(body)}</table>"
 
 
-def training_figure(history: list) -> go.Figure:
+def training_figure(history: list, logged: list) -> go.Figure:
+    """Training loss and validation exact match at every evaluation the checkpoint recorded
+    (markers, so a run that stopped after one or two evaluations still shows them), and the
+    training loss wandb logged every few steps where the run directory holds its run file."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     steps = [entry["step"] for entry in history]
-    fig.add_trace(go.Scatter(x=steps, y=[entry["loss"] for entry in history], name="training loss"), secondary_y=False)
-    fig.add_trace(go.Scatter(x=steps, y=[100 * entry["valid_acc"] for entry in history], name="validation exact match (%)"),
-                  secondary_y=True)
-    fig.update_layout(title="training", height=300, margin={"t": 40, "b": 30}, xaxis_title="step")
+    losses = [(row["_step"], row["train/loss"]) for row in logged if "train/loss" in row and "_step" in row]
+    if losses:
+        fig.add_trace(go.Scatter(x=[s for s, _ in losses], y=[v for _, v in losses], mode="lines", line={"width": 1, "color": "#9ab"},
+                                 name="training loss (logged every few steps)"), secondary_y=False)
+    fig.add_trace(go.Scatter(x=steps, y=[entry["loss"] for entry in history], name="training loss (mean since the last evaluation)",
+                             mode="lines+markers", line={"color": "#1f77b4"}), secondary_y=False)
+    fig.add_trace(go.Scatter(x=steps, y=[100 * entry["valid_acc"] for entry in history], name="validation exact match (%)",
+                             mode="lines+markers", line={"color": "#d62728"}), secondary_y=True)
+    fig.update_layout(title=f"training: {len(history)} evaluations to step {steps[-1]}" + (f", loss logged at {len(losses)} steps" if losses else ""),
+                      height=300, margin={"t": 40, "b": 30}, xaxis_title="step")
     fig.update_yaxes(title_text="loss", type="log", secondary_y=False)
     fig.update_yaxes(title_text="validation (%)", range=[-3, 103], secondary_y=True)
     return fig
@@ -134,20 +174,39 @@ def lines_html(bias) -> str:
     return f"<ul>{''.join(items) or '<li>no line open</li>'}</ul>"
 
 
+def accuracy_row(record: dict) -> str:
+    """A cell's exact match per length as a one-row table."""
+    accuracy = sorted((int(n), acc) for n, acc in record["accuracy"].items())
+    head = "".join(f"<th>{n}</th>" for n, _ in accuracy)
+    row = "".join(f"<td>{100 * acc:.2f}</td>" for _, acc in accuracy)
+    return f"<table><tr><th>length</th>{head}</tr><tr><td>exact match (%)</td>{row}</tr></table>"
+
+
+def cell_summary(record: dict) -> str:
+    """The line a folded cell shows: what it is, how long it trained, how it did."""
+    accuracy = sorted((int(n), acc) for n, acc in record["accuracy"].items())
+    shown = " · ".join(f"{n}: {100 * acc:.1f}%" for n, acc in accuracy[:8]) + (" …" if len(accuracy) > 8 else "")
+    steps = f"{record['train_steps']} steps" if record.get("train_steps") is not None else "steps not recorded"
+    return f"{record['task']} · {record['method']} · seed {record['seed']} — {steps} — {shown}"
+
+
 def cell_html(record: dict, first: bool) -> tuple[str, bool]:
-    """One run: its protocol, training curve, attention and scaffold per head, calibrated lines."""
+    """One run: accuracy per length, training cost and protocol; where the run directory holds its
+    checkpoint, its training curve, attention and scaffold per head and its calibrated lines."""
     run = record["run"]
-    parts = [f"<p>{html.escape(describe_protocol(protocol(record)))}; seed {record['seed']}; test seed {record.get('test_seed')}; "
-             f"{record.get('train_steps')} steps, {record.get('train_seconds') or 0:.0f} s; validation {100 * (record.get('valid_acc') or 0):.1f}%; "
-             f"version {record.get('version', '–')}, commit <code>{html.escape(str(record.get('commit') or '–'))}</code>; "
-             f"<code>{html.escape(run)}</code></p>"]
+    made = [f"version {record['version']}" if record.get("version") else "",
+            f"commit <code>{html.escape(str(record['commit'])[:12])}</code>" if record.get("commit") else ""]
+    parts = [accuracy_row(record),
+             f"<p>{record.get('train_steps')} training steps, {record.get('train_seconds') or 0:.0f} s; validation "
+             f"{100 * (record.get('valid_acc') or 0):.1f}%; test seed {record.get('test_seed')}, test frame {record.get('test_frame', 'fixed')}"
+             f"{''.join('; ' + m for m in made if m)}; <code>{html.escape(run)}</code></p>"]
     if not os.path.exists(os.path.join(run, CHECKPOINT)):
         parts.append("<p>(only the result record is stored for this run: no training curve or heatmaps)</p>")
         return "".join(parts), first
     state = load_checkpoint(run)
     cfg, model = load_model(state)
     if state["history"]:
-        parts.append(figure_html(training_figure(state["history"]), first))
+        parts.append(figure_html(training_figure(state["history"], logged_history(run)), first))
         first = False
     a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).valid, 1, torch.Generator().manual_seed(0))
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
@@ -169,45 +228,77 @@ def cell_html(record: dict, first: bool) -> tuple[str, bool]:
     return "".join(parts), first
 
 
-def build(root: str) -> str:
-    """The dashboard of the runs under ``root`` as one HTML document."""
-    records = collect(root)
-    if not records:
-        raise StoreError(f"no result records (eval.json) under {root!r}")
+def by_protocol(records: list[dict]) -> list[tuple[tuple, list[dict]]]:
+    """The records grouped by protocol (recipe, preset, pad width, test frame), the largest group first."""
+    counts = Counter(protocol(r) for r in records)
+    return [(key, [r for r in records if protocol(r) == key]) for key, _ in counts.most_common()]
+
+
+def section_html(key: tuple, records: list[dict], number: int, first: bool) -> tuple[str, bool]:
+    """One protocol: accuracy against length per task, the paper's tables, the runs left out and the folded cells."""
     kept, left_out = pool(records)
     cells = summarize(kept)
     lengths = sorted({n for per_length in cells.values() for n in per_length})
     tasks = sorted({task for task, _ in cells}, key=lambda t: TASK_ORDER.index(t) if t in TASK_ORDER else len(TASK_ORDER))
-    body, first = [f"<h1>abcmini: {html.escape(root)}</h1>",
-                   f"<p>Protocol: {html.escape(describe_protocol(protocol(kept[0])))}; {len(kept)} runs; "
-                   "exact match on 10,000 numbers per length (fewer where fewer exist). "
-                   "Click a legend entry to switch a method off, double-click to show it alone.</p>"], True
+    body = [f"<h2 id='protocol-{number}'>{html.escape(describe_protocol(key))}</h2>",
+            f"<p>{len(kept)} runs; exact match on 10,000 numbers per length (fewer where fewer exist).</p>"]
     for task in tasks:
-        body.append(f"<h2>{task}</h2>{figure_html(accuracy_figure(task, cells), first)}")
+        body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells), first)}")
         first = False
-    body.append("<h2>The paper's tables, ours beside the paper's (grey)</h2><h3>Main table</h3>")
-    body.append(table_html(cells, [n for n in MAIN_LENGTHS if n in lengths], MAIN_ROWS))
-    body.append(f"<h3>ABS table</h3>{table_html(cells, lengths, ABS_ROWS)}")
+    main = [n for n in MAIN_LENGTHS if n in lengths]
+    if main and any(row in cells for row in MAIN_ROWS):
+        body.append(f"<h3>Main table, ours beside the paper's (grey)</h3>{table_html(cells, main, MAIN_ROWS)}")
+    if any(row in cells for row in ABS_ROWS):
+        body.append(f"<h3>ABS table</h3>{table_html(cells, lengths, ABS_ROWS)}")
     if any(n >= LONG_LENGTH for n in lengths):
         head = "".join(f"<th>{html.escape(c)}</th>" for c in PUBLISHED_COLUMNS)
         rows = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in published_rows(cells, kept))
-        body.append(f"<h2>Beside published length generalization</h2><table id='published'><tr>{head}</tr>{rows}</table>"
+        body.append(f"<h3>Beside published length generalization</h3><table class='published'><tr>{head}</tr>{rows}</table>"
                     f"<p>{html.escape(PUBLISHED_NOTE)}</p>")
     if left_out:
-        body.append("<h3>Runs left out</h3><ul>" + "".join(f"<li><code>{html.escape(r)}</code>: {html.escape(why)}</li>"
-                                                          for r, why in left_out) + "</ul>")
-    body.append("<h2>Cells</h2>")
+        body.append("<details><summary>Runs left out</summary><ul>" + "".join(
+            f"<li><code>{html.escape(r)}</code>: {html.escape(why)}</li>" for r, why in left_out) + "</ul></details>")
+    body.append(f"<h3>Cells ({len(kept)}, folded: click one to open it)</h3>")
     for record in sorted(kept, key=lambda r: (TASK_ORDER.index(r["task"]) if r["task"] in TASK_ORDER else 9, r["method"], r["seed"])):
         content, first = cell_html(record, first)
-        body.append(f"<details open><summary>{record['task']} · {record['method']} · seed {record['seed']}</summary>{content}</details>")
-    return f"{HEAD}<style>{STYLE}</style></head><body>{''.join(body)}</body></html>"
+        body.append(f"<details class='cell'><summary>{html.escape(cell_summary(record))}</summary>{content}</details>")
+    return "".join(body), first
+
+
+RESIZE = ("<script>document.querySelectorAll('details').forEach(d => d.addEventListener('toggle', () => "
+          "d.querySelectorAll('.js-plotly-plot').forEach(p => Plotly.Plots.resize(p))));</script>")  # plots drawn while folded
+
+
+def build(roots) -> str:
+    """The dashboard of the runs under ``roots`` (one directory or several) as one HTML document."""
+    roots = [roots] if isinstance(roots, str) else list(roots)
+    records, seen = [], set()
+    for root in roots:
+        for record in collect(root):
+            if record["run"] not in seen:  # a root given twice, or inside another
+                seen.add(record["run"])
+                records.append(record)
+    if not records:
+        raise StoreError(f"no result records (eval.json) under {', '.join(repr(r) for r in roots)}")
+    groups = by_protocol(records)
+    contents = "".join(f"<li><a href='#protocol-{i}'>{html.escape(describe_protocol(key))}</a>: {len(group)} records</li>"
+                       for i, (key, group) in enumerate(groups))
+    body, first = [f"<h1>abcmini: {html.escape(', '.join(roots))}</h1>",
+                   f"<p>{len(records)} result records in {len(groups)} protocol{'s' * (len(groups) != 1)}. A method has one colour and "
+                   "one marker in every plot; methods are nudged apart along the length axis so equal lines stay visible (hover shows "
+                   "the length); the grey band marks the training lengths. Click a legend entry to switch a method off, "
+                   f"double-click to show it alone.</p><ul>{contents}</ul>"], True
+    for i, (key, group) in enumerate(groups):
+        section, first = section_html(key, group, i, first)
+        body.append(section)
+    return f"{HEAD}<style>{STYLE}</style></head><body>{''.join(body)}{RESIZE}</body></html>"
 
 
 HEAD = "<!DOCTYPE html><html><head><meta charset='utf-8'><title>abcmini dashboard</title>"  # how a page of ours begins
 
 
-def write_dashboard(root: str, out: str) -> str:
-    """Build the dashboard of ``root`` and write it (atomically) to ``out``."""
+def write_dashboard(roots, out: str) -> str:
+    """Build the dashboard of ``roots`` (a directory or several) and write it (atomically) to ``out``."""
     if os.path.isdir(out):
         raise StoreError(f"--out {out!r} is a directory; name the HTML file to write")
     if os.path.lexists(out):
@@ -218,7 +309,7 @@ def write_dashboard(root: str, out: str) -> str:
             ours = False
         if not ours:
             raise StoreError(f"{out!r} was not written by abcmini dashboard; refusing to replace it (choose another --out)")
-    text = build(root)
+    text = build(roots)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     atomic_write(out, lambda f: f.write(text.encode()))
     return out

@@ -1,7 +1,37 @@
 """The one base class of errors a user can cause (bad input, an unusable file). The CLI turns
 these, and only these, into one line and exit code 2; anything else is a bug and keeps its
-traceback."""
+traceback. ``Stopped`` is a stop signal (SIGTERM) raised where the program is, as Python raises
+SIGINT's ``KeyboardInterrupt``."""
+
+import signal
 
 
 class UserError(Exception):
     pass
+
+
+class Stopped(BaseException):
+    """The process was sent ``signum`` (SIGTERM: what ``wandb agent``, SLURM and ``timeout`` send).
+    Not an ``Exception``: nothing that handles errors catches it, every ``with`` block unwinds."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum  # the shell's convention: 143 for SIGTERM
+
+
+def raise_stopped(signum: int, frame) -> None:
+    """A signal handler: ``Stopped`` where the main thread is."""
+    raise Stopped(signum)
+
+
+def exit_code_of(error: BaseException | None) -> int:
+    """The exit code a run ends with: 0, 143 for SIGTERM, 130 for SIGINT, 1 for any other error."""
+    if error is None:
+        return 0
+    if isinstance(error, Stopped):
+        return error.exit_code
+    return 130 if isinstance(error, KeyboardInterrupt) else 1

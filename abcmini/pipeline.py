@@ -21,9 +21,9 @@ from abcmini.experiment import ABC_BIAS, Experiment, RunConfig, learning_rate
 from abcmini.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.limits import batch_for, check_evaluation, check_writable
 from abcmini.recipes import Calibration, check_test_frame
-from abcmini.store import CHECKPOINT, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
+from abcmini.store import CHECKPOINT, checkpoint_identity, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
 from abcmini.tasks import POOL_DIGITS, Pool, detokenize, digit_mask, extrapolation_set_size, format_task, padding_cells, sample_operands
-from abcmini.track import Tracker, artifact_name, run_config
+from abcmini.track import ID_FILE, Tracker, artifact_name, run_config, under_agent
 from abcmini.train import Trainer, load_model
 
 LOG_EVERY = 10  # training loss and learning rate go to wandb every this many steps
@@ -61,13 +61,14 @@ class Hooks:
 
 
 def tracker_for(experiment: dict | None, cfg: RunConfig, run_dir: str, job_type: str, tracking: Tracking, group: str | None = None,
-                keep_id: bool = False, **config) -> Tracker:
-    """A wandb run of a cell's stage (a run without an experiment record is its own group)."""
+                keep_id: bool = False, agent: bool = False, **config) -> Tracker:
+    """A wandb run of a cell's stage (a run without an experiment record is its own group);
+    ``agent``: the stage that reports the cell, the sweep agent's run under ``wandb agent``."""
     config = {**(run_config(experiment, cfg.label) if experiment else {**cfg.to_dict(), "method": cfg.label}), **config}
     cell = [experiment["cell"]["method"], experiment["recipe"]] if experiment else []
     tags = list(dict.fromkeys([cfg.task, cfg.label, *cell]))
     group = group or (experiment or {}).get("identity") or os.path.basename(os.path.normpath(run_dir))
-    return Tracker.start(tracking.enabled, run_dir, job_type, config, group, tags, tracking.project, keep_id)
+    return Tracker.start(tracking.enabled, run_dir, job_type, config, group, tags, tracking.project, keep_id, agent)
 
 
 def fit(trainer: Trainer, role: str, hooks: Hooks, tracker: Tracker) -> dict:
@@ -108,18 +109,37 @@ def log_model(tracker: Tracker, trainer: Trainer, identity: str) -> None:
     tracker.artifact(artifact_name("model", identity), "model", os.path.join(trainer.run_dir, CHECKPOINT), {"step": trainer.step_count})
 
 
+def report_done(tracker: Tracker, trainer: Trainer, record: dict) -> None:
+    """A finished cell's stored results in a wandb run (the sweep agent's): its training history
+    from the checkpoint, its summary and its extrapolation curve from the result record."""
+    for entry in trainer.history:
+        tracker.log({"valid/exact_match": entry["valid_acc"], "train/loss_mean": entry["loss"], "train/seconds": entry["seconds"]},
+                    step=entry["step"])
+    last = trainer.history[-1] if trainer.history else {}
+    tracker.summary({"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0),
+                     "reported_from": os.path.join(os.path.abspath(trainer.run_dir), "eval.json")})
+    tracker.extrapolation({int(n): acc for n, acc in record.get("accuracy", {}).items()}, f"{trainer.cfg.task} · {trainer.cfg.label}")
+
+
 def train_stage(experiment: Experiment, run_dir: str, role: str, device, hooks: Hooks, tracking: Tracking,
-                uses: str | None = None, after=None, done=lambda trainer: True):
+                uses: str | None = None, after=None, done=lambda trainer: True, agent: bool = False, **config):
     """Train ``experiment``'s run in ``run_dir`` (resuming), as one tracked wandb run; ``after``
     (the trainer, the tracker) runs inside that wandb run, e.g. the evaluation. A run that
-    stopped training, and is ``done(trainer)`` when there is an ``after``, opens no wandb run."""
+    stopped training, and is ``done(trainer)`` when there is an ``after``, opens no wandb run,
+    except the sweep agent's (``agent`` under ``wandb agent``): that one reports the stored results."""
     trainer = Trainer(experiment.run, run_dir, device)
     trainer.resume()
     if trainer.stopped and (after is None or done(trainer)):
         with hooks.training(role, trainer):
             pass
-        return trainer, read_eval(run_dir) if after else None
-    with tracker_for(experiment.to_dict(), experiment.run, run_dir, "train", tracking, experiment.identity, keep_id=True) as tracker:
+        record = read_eval(run_dir) if after else None
+        if agent and under_agent() and record is not None:
+            with tracker_for(experiment.to_dict(), experiment.run, run_dir, "train", tracking, experiment.identity, agent=True,
+                             **config) as tracker:
+                report_done(tracker, trainer, read_eval_of(run_dir, trainer.step_count, experiment.test_seed, experiment.test_frame))
+        return trainer, record
+    with tracker_for(experiment.to_dict(), experiment.run, run_dir, "train", tracking, experiment.identity, keep_id=True, agent=agent,
+                     **config) as tracker:
         if uses:
             tracker.use(uses)
         trained = not trainer.stopped
@@ -272,7 +292,12 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
         done = read_eval_of(run_dir, trainer.step_count, experiment.test_seed, experiment.test_frame).get("accuracy", {})
         return all(str(n) in done for n in experiment.lengths)
 
-    _, result = train_stage(experiment, run_dir, "run", device, hooks, tracking, uses, after=evaluation, done=evaluated)
+    links = {}
+    if source_dir and os.path.exists(os.path.join(source_dir, ID_FILE)):  # the source's wandb run, beside the artifact names
+        with open(os.path.join(source_dir, ID_FILE)) as f:
+            links["source_run"] = f.read().strip()
+    _, result = train_stage(experiment, run_dir, "run", device, hooks, tracking, uses, after=evaluation, done=evaluated, agent=True,
+                            **links)
     return result
 
 
@@ -305,8 +330,13 @@ def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Ho
     check_writable(run_dir, "RUN_DIR")
     read_eval(run_dir)  # a record of the wrong shape is refused before any work
     test_seed = test_seed if test_seed is not None else (experiment or {}).get("test_seed", 0)
-    with lock_run(run_dir), tracker_for(experiment, cfg, run_dir, "eval", tracking, lengths=list(lengths), test_seed=test_seed) as tracker:
-        return evaluate(run_dir, experiment, cfg, model, state["history"], lengths, test_seed, hooks, tracker, batch_size=batch_size)
+    with lock_run(run_dir):
+        weights = {**checkpoint_identity(run_dir), "step": state["step"]}  # the model tested: checkpoint path, hash, step
+        with tracker_for(experiment, cfg, run_dir, "eval", tracking, lengths=list(lengths), test_seed=test_seed, weights=weights) as tracker:
+            if experiment and experiment.get("identity"):
+                tracker.use(artifact_name("model", experiment["identity"]))
+            return evaluate(run_dir, experiment, cfg, model, state["history"], lengths, test_seed, hooks, tracker, batch_size=batch_size,
+                            weights=weights)
 
 
 def use_threads(threads: int | None) -> None:

@@ -19,7 +19,7 @@ from contextlib import ExitStack
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 
-from abcmini.errors import UserError
+from abcmini.errors import Stopped, UserError
 from abcmini.experiment import MAIN_TASKS, Cell, Experiment, cell_dir, resolve
 from abcmini.recipes import Recipe
 from abcmini.pipeline import Tracking, run_cell, train_source, use_threads
@@ -207,7 +207,7 @@ def run_all(jobs: list[Job], workers: int, on_done=None, tracking: Tracking = Tr
                             on_done(job, result)
                     invocation.seconds = round(time.perf_counter() - start, 1)
                     invocation.save()  # at least once a minute and after every job: a killed invocation still counts
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, Stopped):
                 stop.set()  # the workers leave at once; their checkpoints stay
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise

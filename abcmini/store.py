@@ -133,6 +133,19 @@ def require_checkpoint(run_dir: str) -> str:
     return path
 
 
+def checkpoint_identity(run_dir: str) -> dict:
+    """Which model a run directory holds now: its checkpoint's path and SHA-256 (what ``eval``
+    records, so a result names the exact weights it came from)."""
+    import hashlib
+
+    path = os.path.abspath(os.path.join(run_dir, CHECKPOINT))
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return {"checkpoint": path, "sha256": digest.hexdigest()}
+
+
 def load_checkpoint(run_dir: str) -> dict:
     path = require_checkpoint(run_dir)
     state = load_torch(path, "checkpoint", CheckpointError)
@@ -259,9 +272,10 @@ _held: dict[str, int] = {}  # real path of a locked directory → how many holde
 
 
 @contextmanager
-def lock_run(run_dir: str, create: bool = True):
+def lock_run(run_dir: str, create: bool = True, waiting=None):
     """Hold ``RUN_DIR/.abcmini.lock`` while writing ``run_dir``: a second process is refused with
-    one line naming the holder. Reentrant within a process; a missing directory is made
+    one line naming the holder, or, with ``waiting`` (a callable given that line), waits for it
+    after calling ``waiting`` once. Reentrant within a process; a missing directory is made
     (``create``) or left to the caller's own error."""
     if not os.path.isdir(run_dir):
         if not create:
@@ -289,7 +303,10 @@ def lock_run(run_dir: str, create: bool = True):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 500, 0).decode(errors="replace").strip() or "another process"
-            raise StoreError(f"{run_dir!r} is in use by {holder}; wait for it to end or choose another directory") from None
+            if waiting is None:
+                raise StoreError(f"{run_dir!r} is in use by {holder}; wait for it to end or choose another directory") from None
+            waiting(f"{run_dir!r} is in use by {holder}; waiting for it to end")
+            fcntl.flock(fd, fcntl.LOCK_EX)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} (abcmini {' '.join(sys.argv[1:2])})\n".encode(), 0)
         _held[key] = 1

@@ -10,8 +10,14 @@ kept in its run directory (``wandb-id``), so a resumed run continues its wandb r
   ``wandb sync`` uploads later. A server that does not answer within ``REACH_SECONDS`` is one
   warning and the run is logged offline.
 - Every call is guarded: if wandb fails, the tracker warns once and turns itself off.
+- Under ``wandb agent`` (``WANDB_SWEEP_ID``, ``WANDB_RUN_ID`` and ``WANDB_SWEEP_PARAM_PATH`` in the
+  environment) wandb ignores ``id=`` and ``project=`` and pushes the sweep's parameters into every
+  run it starts. Only the run that reports a cell's results (``agent=True``) is the agent's; every
+  other run (an ABC source, a calibration) starts with those three variables out of the
+  environment wandb reads at setup, so it is a run of its own with its own config.
 """
 
+import hashlib
 import http.client
 import os
 import re
@@ -22,11 +28,13 @@ from contextlib import contextmanager
 from urllib.parse import urlparse
 
 from abcmini import __version__, commit
+from abcmini.errors import exit_code_of
 from abcmini.store import atomic_write, note_written
 
 DEFAULT_PROJECT = "abcmini"
 REACH_SECONDS = 3.0
 ID_FILE = "wandb-id"
+AGENT_VARIABLES = ("WANDB_SWEEP_ID", "WANDB_RUN_ID", "WANDB_SWEEP_PARAM_PATH")  # what wandb agent sets for each run
 SETTINGS = dict(console="off", x_disable_stats=True, disable_git=True, x_save_requirements=False, init_timeout=30)
 
 
@@ -57,16 +65,40 @@ def reachable(url: str, seconds: float = REACH_SECONDS) -> bool:
     return True
 
 
+def under_agent() -> bool:
+    """Whether this process is a run of ``wandb agent`` (a sweep run)."""
+    return bool(os.environ.get("WANDB_SWEEP_ID"))
+
+
+@contextmanager
+def outside_agent(active: bool):
+    """With ``active``, the agent's variables are out of the environment while wandb sets up and
+    starts a run (wandb reads them then, and only then), and back afterwards. wandb's settings
+    cannot unset a variable (``sweep_id=""`` is refused, ``None`` means "not given"), and
+    ``wandb.teardown()`` first makes the next ``init`` read the environment again."""
+    saved = {name: os.environ.pop(name) for name in AGENT_VARIABLES if active and name in os.environ}
+    try:
+        if saved:
+            import wandb
+
+            wandb.teardown()
+        yield
+    finally:
+        os.environ.update(saved)
+
+
 def artifact_name(kind: str, identity: str) -> str:
-    """A valid wandb artifact name: ``model-paper-addition-abc-s0``."""
-    return f"{kind}-" + re.sub(r"[^A-Za-z0-9._-]+", "-", identity).strip("-")
+    """A valid wandb artifact name: ``model-paper-addition-abc-s0``; one past wandb's 128
+    characters (a cell with many overrides) keeps its first 119 and a hash of the whole."""
+    name = f"{kind}-" + re.sub(r"[^A-Za-z0-9._-]+", "-", identity).strip("-")
+    return name if len(name) <= 128 else f"{name[:119]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def run_config(experiment: dict, label: str) -> dict:
     """The wandb config of a run: its run configuration's fields flat (so the runs table groups
     by task, method, pad width …), the method as the tables name it, and the rest of its cell."""
     run = experiment["run"]
-    return {**run, "method": label, "cell_method": experiment["cell"]["method"], "recipe": experiment["recipe"],
+    return {**run, "method": label, "label": label, "cell_method": experiment["cell"]["method"], "recipe": experiment["recipe"],
             "geometry": "fixed" if run["pad_width"] else "growing", "lengths": experiment["lengths"],
             "test_seed": experiment["test_seed"], "overrides": experiment["overrides"], "source": experiment["source"],
             "calibration": experiment["calibration"]}
@@ -75,15 +107,17 @@ def run_config(experiment: dict, label: str) -> dict:
 class Tracker:
     """A wandb run, or nothing (tracking off, or after a wandb failure). Use it as a context
     manager: the run is finished however the command ends, with a non-zero exit code in wandb
-    when it ends with an exception."""
+    when it ends with an exception: 143 for SIGTERM, 130 for SIGINT, 1 for an error."""
 
     def __init__(self, run=None):
         self.run, self.uses, self.offline = run, [], True
 
     @classmethod
     def start(cls, enabled: bool, run_dir: str, job_type: str, config: dict, group: str, tags=(), project: str | None = None,
-              keep_id: bool = False) -> "Tracker":
-        """``keep_id``: reuse the wandb run id kept in ``run_dir`` (a resumed training run)."""
+              keep_id: bool = False, agent: bool = False) -> "Tracker":
+        """``keep_id``: reuse the wandb run id kept in ``run_dir`` (a resumed training run).
+        ``agent``: under ``wandb agent`` this is the agent's run (the one that reports the cell);
+        the agent names its id, so none is kept for it."""
         tracker = cls()
         if not enabled:
             return tracker
@@ -101,18 +135,23 @@ class Tracker:
 
             os.makedirs(run_dir, exist_ok=True)
             id_path = os.path.join(run_dir, ID_FILE)
+            agents = agent and under_agent()
+            keep_id = keep_id and not agents
             run_id = None
             if keep_id and os.path.exists(id_path):
                 with open(id_path) as f:
                     run_id = f.read().strip() or None
             sweep = os.environ.get("ABCMINI_SWEEP")  # a sweep run by abcmini sweep (wandb agent records its own)
             tags = [*tags, *([f"sweep:{sweep}"] if sweep else [])]
-            tracker.run = wandb.init(
-                project=project or os.environ.get("WANDB_PROJECT", DEFAULT_PROJECT), dir=os.environ.get("WANDB_DIR", run_dir),
-                name=f"{group}:{job_type}", group=group, job_type=job_type, tags=[str(t)[:64] for t in tags],
-                config={**config, "version": __version__, "commit": commit(), **({"sweep": sweep} if sweep else {})},
-                id=run_id, resume="allow" if run_id else None,
-                mode=mode, settings=wandb.Settings(**SETTINGS))
+            if under_agent() and not agents:  # a stage of the agent's cell: which sweep run it serves
+                config = {**config, "agent": {"sweep_id": os.environ["WANDB_SWEEP_ID"], "run_id": os.environ.get("WANDB_RUN_ID")}}
+            with outside_agent(not agents):
+                tracker.run = wandb.init(
+                    project=None if agents else project or os.environ.get("WANDB_PROJECT", DEFAULT_PROJECT),
+                    dir=os.environ.get("WANDB_DIR", run_dir), name=f"{group}:{job_type}", group=group, job_type=job_type,
+                    tags=[str(t)[:64] for t in tags],
+                    config={**config, "version": __version__, "commit": commit(), **({"sweep": sweep} if sweep else {})},
+                    id=run_id, resume="allow" if run_id else None, mode=mode, settings=wandb.Settings(**SETTINGS))
             folder = os.path.relpath(os.path.dirname(os.path.abspath(tracker.run.dir)), os.path.abspath(run_dir))
             if not folder.startswith(".."):  # wandb's folder of this run, and its links to the latest one
                 parent = os.path.dirname(folder)
@@ -155,15 +194,22 @@ class Tracker:
                 self.run.log({key: wandb.Image(fig) for key, fig in figures.items()}, step=step)
 
     def extrapolation(self, accuracy: dict[int, float], title: str) -> None:
-        """The accuracy-vs-length curve as a table and a line plot, and ``acc@L`` summaries."""
+        """Exact match against length, in % as the reports give it: a series over the step metric
+        ``length`` (``extrapolation/exact_match``, one row per length), the same as a table and a
+        line plot, and ``acc@L`` summaries. ``accuracy``: length → fraction."""
         if self.run is not None:
             with self.guard():
                 import wandb
 
-                table = wandb.Table(columns=["length", "accuracy"], data=[[n, acc] for n, acc in sorted(accuracy.items())])
+                percent = {n: 100 * acc for n, acc in sorted(accuracy.items())}
+                self.run.define_metric("length", hidden=True)
+                self.run.define_metric("extrapolation/exact_match", step_metric="length", summary="last")
+                for n, acc in percent.items():
+                    self.run.log({"length": n, "extrapolation/exact_match": acc})
+                table = wandb.Table(columns=["length", "accuracy"], data=[[n, acc] for n, acc in percent.items()])
                 self.run.log({"extrapolation/table": table,
                               "extrapolation/curve": wandb.plot.line(table, "length", "accuracy", title=title)})
-                for n, acc in accuracy.items():
+                for n, acc in percent.items():
                     self.run.summary[f"acc@{n}"] = acc
 
     def summary(self, values: dict) -> None:
@@ -195,7 +241,7 @@ class Tracker:
         return self
 
     def __exit__(self, kind, error, trace) -> bool:
-        self.finish(1 if kind is not None else 0)
+        self.finish(exit_code_of(error))
         return False
 
     def finish(self, exit_code: int = 0) -> None:

@@ -1,4 +1,4 @@
-"""The dashboard of a small real root, opened in a real browser (Debian's headless chromium)."""
+"""The dashboard of two small real roots, opened in a real browser (Debian's headless chromium)."""
 
 import os
 import re
@@ -29,45 +29,96 @@ def root(tmp_path_factory):
     return root
 
 
+@pytest.fixture(scope="module")
+def long_root(tmp_path_factory):
+    """A second root of another protocol, tested to 100 digits in frames that follow the length."""
+    root = tmp_path_factory.mktemp("long")
+    args = [*TINY, "--lengths", "2,100", "--test-frame", "follows", "--threads", "1"]
+    for method in ("vanilla", "+w=1"):
+        result = CliRunner().invoke(app, ["train", *args, "--method", method, "--out", str(root / "successor" / f"{method}-s0")])
+        assert result.exit_code == 0, result.output
+    with pytest.MonkeyPatch.context() as patch:  # one run tracked offline into its own directory: its logged loss is a curve
+        patch.setenv("WANDB_MODE", "offline")
+        patch.setenv("WANDB_SILENT", "true")
+        patch.delenv("WANDB_DIR", raising=False)
+        for name in ("WANDB_CACHE_DIR", "WANDB_DATA_DIR", "WANDB_CONFIG_DIR"):  # nothing under the home directory
+            patch.setenv(name, str(tmp_path_factory.mktemp(name.lower())))
+        result = CliRunner().invoke(app, ["train", *[a for a in args if a != "--no-wandb"], "--method", "rope",
+                                          "--out", str(root / "successor" / "rope-s0")])
+        assert result.exit_code == 0, result.output
+    return root
+
+
 def test_the_dashboard_is_one_self_contained_page(root):
     result = CliRunner().invoke(app, ["dashboard", str(root)])
     assert result.exit_code == 0, result.output
     page = (root / "dashboard.html").read_text()
     assert page.count("<script") >= 3 and not re.findall(r"<(?:script|link)[^>]+(?:src|href)=", page)  # plotly.js inlined: nothing fetched
-    for text in ("successor: exact match against length", "Main table", "ABS table", "vanilla+w=1", "ABS window w = 1", "ABC bias",
+    for text in ("successor: exact match against length", "ABS table", "vanilla+w=1", "ABS window w = 1", "ABC bias",
                  "Calibrated lines", "recipe paper, preset tiny, pad width 7"):
         assert text in page, text
 
 
+def test_the_dashboard_takes_several_roots_and_a_missing_one_is_one_line(root, long_root, tmp_path):
+    result = CliRunner().invoke(app, ["dashboard", str(root), str(long_root), "--out", str(tmp_path / "both.html")])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "both.html").read_text()
+    assert page.count("<h2 id='protocol-") == 2 and "each test in a frame of its length" in page
+    assert page.count("<details class='cell'>") == 7 and "<details open" not in page and "version –" not in page
+    assert page.count("training loss (logged every few steps)") == 1 and "loss logged at 2 steps" in page  # rope: steps 10 and 20
+    missing = CliRunner().invoke(app, ["dashboard", str(root), str(tmp_path / "nowhere")])
+    assert missing.exit_code == 2 and len(missing.output.strip().splitlines()) == 1 and "does not exist" in missing.output
+
+
 @pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs Debian's chromium and chromium-driver (.ci/run installs them)")
-def test_the_dashboard_renders_in_a_real_browser_without_errors(root, tmp_path):
+def test_the_dashboard_of_two_roots_renders_in_a_real_browser(root, long_root, tmp_path):
+    """Every plot draws; a method has one colour in every plot; the long root's length axis is
+    logarithmic; cells are folded and their plots draw when opened."""
     from selenium import webdriver
 
-    assert CliRunner().invoke(app, ["dashboard", str(root), "--out", str(tmp_path / "dash.html")]).exit_code == 0
+    assert CliRunner().invoke(app, ["dashboard", str(root), str(long_root), "--out", str(tmp_path / "dash.html")]).exit_code == 0
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,4000"):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
+    plots_js = ("return Array.from(document.querySelectorAll('.js-plotly-plot')).map("
+                "p => [p.querySelectorAll('.main-svg').length, p.getBoundingClientRect().width, p.querySelectorAll('.trace, .hm image').length])")
     try:
         driver.get((tmp_path / "dash.html").as_uri())
         deadline = time.time() + 30
         expected = (tmp_path / "dash.html").read_text().count('class="plotly-graph-div"')
         while time.time() < deadline:
-            plots = driver.execute_script(
-                "return Array.from(document.querySelectorAll('.js-plotly-plot')).map("
-                "p => [p.querySelectorAll('.main-svg').length, p.getBoundingClientRect().width, p.querySelectorAll('.trace, .hm image').length])")
+            plots = driver.execute_script(plots_js)
             if len(plots) == expected:
                 break
             time.sleep(0.5)
         assert len(plots) == expected > 10, plots
-        assert all(svgs > 0 and width > 300 and traces > 0 for svgs, width, traces in plots), plots
+        assert all(svgs > 0 and traces > 0 for svgs, _, traces in plots), plots
+        # the accuracy plots, one per task and protocol: outside the folded cells, drawn full width
+        curves = driver.execute_script(
+            "return Array.from(document.querySelectorAll('.js-plotly-plot')).filter(p => !p.closest('details')).map(p => ["
+            "p.getBoundingClientRect().width, p.layout.xaxis.type, "
+            "p.data.filter(t => t.mode === 'lines+markers').map(t => [t.name, t.line.color, t.marker.symbol])])")
+        assert len(curves) == 2 and all(width > 300 for width, _, _ in curves), curves
+        assert [axis for _, axis, _ in curves] == ["linear", "log"]  # the second root reaches 100 digits
+        style = {}
+        for _, _, traces in curves:
+            for name, color, symbol in traces:
+                assert style.setdefault(name, (color, symbol)) == (color, symbol), name  # one colour and marker per method everywhere
+        assert len({color for color, _ in style.values()}) == len(style) >= 3, style
+        assert style["vanilla"][0] == "#1f77b4" and style["vanilla+w=1"][0] == "#ff7f0e"
+        # cells are folded; opened, their plots draw at full width
+        assert driver.execute_script("return Array.from(document.querySelectorAll('details.cell')).filter(d => d.open).length") == 0
+        driver.execute_script("document.querySelectorAll('details.cell').forEach(d => d.open = true)")
+        time.sleep(1)
+        assert all(width > 300 for _, width, _ in driver.execute_script(plots_js))
         problems = [entry for entry in driver.get_log("browser") if entry["level"] in ("SEVERE", "WARNING")]
         assert problems == []
         # a legend click switches a method (line, band and the paper's markers) off
         hidden = driver.execute_script(
-            "const p = document.querySelector('.js-plotly-plot'); return Plotly.restyle(p, {visible: 'legendonly'}, [1])"
+            "const p = document.querySelector('.js-plotly-plot'); return Plotly.restyle(p, {visible: 'legendonly'}, [2])"
             ".then(() => p.data.filter(t => t.visible === 'legendonly').length)")
         assert hidden == 1
         driver.save_screenshot(str(tmp_path / "dashboard.png"))

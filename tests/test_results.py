@@ -32,6 +32,6 @@ def test_the_committed_beyond_the_frame_page_is_what_its_command_generates(tmp_p
 
 def test_the_dashboard_of_the_long_records_sets_the_published_anchors_beside_ours():
     page = build("results/long")
-    table = page[page.index("<table id='published'>"):]
+    table = page[page.index("<table class='published'>"):]
     table = table[: table.index("</table>")]
     assert all(anchor.source in table for anchor in ANCHORS) and "abcmini nope+abc" in table

@@ -67,10 +67,11 @@ def start_endless_training(run) -> subprocess.Popen:
 
 
 def test_a_second_process_on_a_run_directory_is_refused_while_the_first_trains(tmp_path):
+    """``--resume`` is refused at once; ``--continue`` (the sweeps') waits instead: tests/test_agent.py."""
     run = tmp_path / "run"
     first = start_endless_training(run)
     try:
-        second = subprocess.run([sys.executable, "-m", "cli", "train", *TINY, "--steps", "4", "--continue", "--out", str(run)], cwd=ROOT,
+        second = subprocess.run([sys.executable, "-m", "cli", "train", *TINY, "--steps", "4", "--resume", "--out", str(run)], cwd=ROOT,
                                 env=ENV, capture_output=True, text=True, timeout=120)
         lines = second.stderr.strip().splitlines()
         assert second.returncode == 2 and len(lines) == 1, second.stdout + second.stderr

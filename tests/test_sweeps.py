@@ -101,3 +101,14 @@ def test_a_sweep_over_an_unknown_option_is_refused_before_any_run(tmp_path):
     sweep.write_text("program: cli.py\nmethod: grid\nparameters:\n  seed: {values: [0, 1]}\n  learning_speed: {value: 3}\n")
     result = runner.invoke(app, ["sweep", str(sweep)])
     assert result.exit_code == 2 and "'learning_speed' is not an option of abcmini train" in result.output
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=os.path.basename)
+def test_every_sweep_names_its_project_and_runs_the_interpreter_running_abcmini(path):
+    """``wandb sweep FILE`` puts the runs in the file's project; ``${interpreter}`` is the Python
+    running ``abcmini sweep`` (``wandb agent`` substitutes ``python`` from PATH: the environment's)."""
+    import sys
+
+    config = load_sweep(path)
+    assert config["project"] == "abcmini"
+    assert config["command"][:2] == ["${env}", "${interpreter}"] and command_line(config, {"seed": 0})[0] == sys.executable

@@ -1,5 +1,6 @@
 """Tracking with the real wandb library in offline mode, checked from the files it wrote."""
 
+import hashlib
 import json
 import os
 
@@ -53,7 +54,11 @@ def test_training_logs_config_curves_heatmaps_and_extrapolation(offline, tmp_pat
     table = json.loads(open(table_file).read())
     assert table["columns"] == ["length", "accuracy"] and [row[0] for row in table["data"]] == [2, 5]
     saved = json.loads((out / "eval.json").read_text())["accuracy"]
-    assert run.summary["acc@2"] == saved["2"] and run.summary["acc@5"] == saved["5"]
+    assert run.summary["acc@2"] == pytest.approx(100 * saved["2"]) and run.summary["acc@5"] == pytest.approx(100 * saved["5"])  # in %
+    # accuracy against length as a series: the step metric `length`, one row per length, in %
+    assert [(row["length"], row["extrapolation/exact_match"]) for row in run.history if "length" in row] == [
+        (2, run.summary["acc@2"]), (5, run.summary["acc@5"])]
+    assert run.metrics["extrapolation/exact_match"] == "length"
     assert "extrapolation/curve" in json.dumps(run.config.get("_wandb", {})) or any(
         "extrapolation/curve" in key for key in run.summary)
 
@@ -68,6 +73,11 @@ def test_eval_logs_the_curve_and_acc_summaries(offline, tmp_path):
     (run,) = read_offline_runs(offline)
     assert {key for key in run.summary if key.startswith("acc@")} == {"acc@1", "acc@3", "acc@7"}
     assert run.config["method"] == "vanilla" and len(run.media("extrapolation/table")) == 1
+    # which model it evaluated: the checkpoint's path, content hash and step, and its artifact's name
+    digest = hashlib.sha256((out / "checkpoint.pt").read_bytes()).hexdigest()
+    assert run.config["weights"] == {"checkpoint": str(out / "checkpoint.pt"), "sha256": digest, "step": 5}
+    assert run.config["uses"] == ["model-paper-successor-vanilla-s0-eval_every-5-lengths-3-pad_width-7-preset-tiny-steps-5-valid_size-10"]
+    assert json.loads((out / "eval.json").read_text())["weights"]["sha256"] == digest
 
 
 def test_an_unreachable_server_costs_seconds_and_the_run_is_logged_offline(tmp_path, monkeypatch):
@@ -85,7 +95,7 @@ def test_an_unreachable_server_costs_seconds_and_the_run_is_logged_offline(tmp_p
     assert time.perf_counter() - start < 60
     assert result.output.count("did not answer") == 1 and "tracking failed" not in result.output
     (run,) = read_offline_runs(tmp_path)
-    assert run.summary["acc@3"] == json.loads((out / "eval.json").read_text())["accuracy"]["3"]
+    assert run.summary["acc@3"] == pytest.approx(100 * json.loads((out / "eval.json").read_text())["accuracy"]["3"])
 
 
 def test_a_silent_server_leaves_the_run_offline_within_seconds(tmp_path, monkeypatch):
@@ -112,7 +122,7 @@ def test_a_silent_server_leaves_the_run_offline_within_seconds(tmp_path, monkeyp
     assert time.perf_counter() - start < 60
     assert result.output.count("did not answer") == 1 and "tracking failed" not in result.output
     (run,) = read_offline_runs(tmp_path)
-    assert run.summary["acc@3"] == json.loads((out / "eval.json").read_text())["accuracy"]["3"]
+    assert run.summary["acc@3"] == pytest.approx(100 * json.loads((out / "eval.json").read_text())["accuracy"]["3"])
 
 
 def test_a_wandb_failure_warns_once_and_training_goes_on(tmp_path, monkeypatch):
@@ -166,7 +176,7 @@ def test_reproduce_tracks_every_stage_of_an_abc_cell_and_records_a_failure(offli
                     "--out", tmp_path / "failed")
     assert failed.exit_code == 1 and "has not interpolated" in failed.output
     runs = {(run.config["recipe"], run.group, run.job_type): run for run in read_offline_runs(offline)}
-    source = runs["small", "small/successor/vanilla-s0", "train"]
+    source = runs["small", "small/successor/vanilla-s0-pad_width=11", "train"]
     calibration = runs["small", "small/successor/abc-s0", "calibrate"]
     retrained = runs["small", "small/successor/abc-s0", "train"]
     # the source's training curve, the calibration heatmaps, the retrained run's extrapolation curve
@@ -175,8 +185,8 @@ def test_reproduce_tracks_every_stage_of_an_abc_cell_and_records_a_failure(offli
     assert len(retrained.media("extrapolation/table")) == 1 and {"acc@6", "acc@12"} <= set(retrained.summary)
     # tied by artifacts: source model → bias → retrained model
     logged = lambda run: [a for a in run.artifacts if a[1] != "run_table"]  # noqa: E731 — wandb stores tables as artifacts too
-    assert logged(source) == [("model-small-successor-vanilla-s0", "model")]
-    assert calibration.config["uses"] == ["model-small-successor-vanilla-s0"]
+    assert logged(source) == [("model-small-successor-vanilla-s0-pad_width-11", "model")]
+    assert calibration.config["uses"] == ["model-small-successor-vanilla-s0-pad_width-11"]
     assert logged(calibration) == [("abc-bias-small-successor-abc-s0", "abc-bias")]
     assert retrained.config["uses"] == ["abc-bias-small-successor-abc-s0"]
     assert logged(retrained) == [("model-small-successor-abc-s0", "model")]
@@ -185,7 +195,7 @@ def test_reproduce_tracks_every_stage_of_an_abc_cell_and_records_a_failure(offli
         assert run.config["commit"] is None or len(run.config["commit"]) >= 40
     assert retrained.config["method"] == "nope+abc" and "abc" in retrained.tags
     # the failing cell: its source trained, its calibration failed, and wandb knows it
-    assert runs["doomed", "doomed/successor/vanilla-s0", "train"].exit_code == 0
+    assert runs["doomed", "doomed/successor/vanilla-s0-pad_width=11", "train"].exit_code == 0
     assert runs["doomed", "doomed/successor/abc-s0", "calibrate"].exit_code == 1
     assert ("doomed", "doomed/successor/abc-s0", "train") not in runs
 

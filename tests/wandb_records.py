@@ -1,43 +1,12 @@
-"""Read what wandb wrote: the records of an offline run's ``run-<id>.wandb`` file.
-
-wandb 0.31 ships no reader. The file is a 7-byte ``:W&B`` header, then leveldb-log framing:
-32 KiB blocks of records ``crc32 (4) · length (2) · type (1) · payload``, where a record may be
-split FIRST/MIDDLE/LAST across blocks; each reassembled payload is a ``Record`` protobuf.
-"""
+"""Read what wandb wrote: config, summary, history, exit code … of the offline runs under a
+wandb directory, from their ``run-<id>.wandb`` files (``abcmini.wandb_files.records``)."""
 
 import glob
 import json
 import os
-import struct
 from dataclasses import dataclass, field
 
-from wandb.proto import wandb_internal_pb2
-
-BLOCK, HEADER = 32 * 1024, 7
-FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
-
-
-def records(path: str) -> list:
-    data = open(path, "rb").read()
-    assert data[:4] == b":W&B", "not a wandb run file"
-    out, pending, pos = [], b"", HEADER
-    while pos + HEADER <= len(data):
-        left = BLOCK - pos % BLOCK
-        if left < HEADER:  # block trailer padding
-            pos += left
-            continue
-        _, length, kind = struct.unpack("<IHB", data[pos : pos + HEADER])
-        if kind == 0:  # zero fill to the end of the block
-            pos += left
-            continue
-        pending += data[pos + HEADER : pos + HEADER + length]
-        pos += HEADER + length
-        if kind in (FULL, LAST):
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(pending)
-            out.append(record)
-            pending = b""
-    return out
+from abcmini.wandb_files import records
 
 
 def _key(item) -> str:
@@ -55,9 +24,12 @@ class OfflineRun:
     id: str = ""
     group: str = ""
     job_type: str = ""
+    sweep_id: str = ""
+    project: str = ""
     tags: list = field(default_factory=list)
     exit_code: int | None = None
     artifacts: list = field(default_factory=list)  # (name, type) of every artifact the run logged
+    metrics: dict = field(default_factory=dict)  # define_metric: a metric's name → its step metric
 
     def media(self, key: str) -> list[str]:
         """Paths (on disk) of every image / table logged under ``key``."""
@@ -73,9 +45,12 @@ def read_offline_runs(wandb_dir: str) -> list[OfflineRun]:
             kind = record.WhichOneof("record_type")
             if kind == "run":
                 run.id, run.group, run.job_type, run.tags = record.run.run_id, record.run.run_group, record.run.job_type, list(record.run.tags)
+                run.sweep_id, run.project = record.run.sweep_id, record.run.project
                 run.config.update({_key(i): json.loads(i.value_json) for i in record.run.config.update})
             elif kind == "exit":
                 run.exit_code = record.exit.exit_code
+            elif kind == "metric":
+                run.metrics[record.metric.name or record.metric.glob_name] = record.metric.step_metric
             elif kind == "artifact":
                 run.artifacts.append((record.artifact.name, record.artifact.type))
             elif kind == "config":
