@@ -47,7 +47,7 @@ def offline(tmp_path, monkeypatch):
     return wandb_dir
 
 
-SMALL = ("base: quick\nname: small\npreset: tiny\npad_width: 12\nlengths: [6, 60]\ntest_frame: follows\nsteps: 40\neval_every: 20\n"
+SMALL = ("base: quick\nname: small\npreset: tiny\npad_width: 12\nabc_pad_width: 11\nlengths: [6, 60]\ntest_frame: follows\nsteps: 40\neval_every: 20\n"
          "valid_size: 50\nabc_valid_size: 50\ncalibration: {samples: 50, min_accuracy: 0}\n")  # small and real, not converged
 
 
