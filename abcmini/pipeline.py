@@ -71,6 +71,18 @@ def tracker_for(experiment: dict | None, cfg: RunConfig, run_dir: str, job_type:
     return Tracker.start(tracking.enabled, run_dir, job_type, config, group, tags, tracking.project, keep_id, agent)
 
 
+def log_validation(tracker: Tracker, entry: dict) -> None:
+    """One validation of the history (``Trainer.history``) as wandb logs it, at its step."""
+    tracker.log({"valid/exact_match": entry["valid_acc"], "train/loss_mean": entry["loss"], "train/seconds": entry["seconds"]},
+                step=entry["step"])
+
+
+def training_summary(trainer: Trainer) -> dict:
+    """A training run's wandb summary: its last validation, steps and seconds."""
+    last = trainer.history[-1] if trainer.history else {}
+    return {"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0)}
+
+
 def fit(trainer: Trainer, role: str, hooks: Hooks, tracker: Tracker) -> dict:
     """Train ``trainer`` from where it stopped, printed by ``hooks`` and logged by ``tracker``;
     returns the last history entry."""
@@ -83,15 +95,13 @@ def fit(trainer: Trainer, role: str, hooks: Hooks, tracker: Tracker) -> dict:
 
     def on_eval(entry):
         hooks.validated(entry)
-        tracker.log({"valid/exact_match": entry["valid_acc"], "train/loss_mean": entry["loss"], "train/seconds": entry["seconds"]},
-                    step=entry["step"])
+        log_validation(tracker, entry)
 
     with hooks.training(role, trainer):
         if not trainer.stopped:
             trainer.run(on_eval=on_eval, on_step=on_step)
-    last = trainer.history[-1] if trainer.history else {}
-    tracker.summary({"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0)})
-    return last
+    tracker.summary(training_summary(trainer))
+    return trainer.history[-1] if trainer.history else {}
 
 
 def log_model(tracker: Tracker, trainer: Trainer, identity: str) -> None:
@@ -113,11 +123,8 @@ def report_done(tracker: Tracker, trainer: Trainer, record: dict) -> None:
     """A finished cell's stored results in a wandb run (the sweep agent's): its training history
     from the checkpoint, its summary and its extrapolation curve from the result record."""
     for entry in trainer.history:
-        tracker.log({"valid/exact_match": entry["valid_acc"], "train/loss_mean": entry["loss"], "train/seconds": entry["seconds"]},
-                    step=entry["step"])
-    last = trainer.history[-1] if trainer.history else {}
-    tracker.summary({"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0),
-                     "reported_from": os.path.join(os.path.abspath(trainer.run_dir), "eval.json")})
+        log_validation(tracker, entry)
+    tracker.summary({**training_summary(trainer), "reported_from": os.path.join(os.path.abspath(trainer.run_dir), "eval.json")})
     tracker.extrapolation({int(n): acc for n, acc in record.get("accuracy", {}).items()}, f"{trainer.cfg.task} · {trainer.cfg.label}")
 
 
@@ -231,11 +238,10 @@ def evaluate(run_dir: str, experiment: dict | None, cfg: RunConfig, model, histo
     previous = read_eval_of(*state)
     done = {} if redo else previous.get("accuracy", {})
     accuracy, seconds = {}, {}
-    for length in lengths:
+    for length, frame in zip(lengths, test_frames(experiment, cfg, lengths)):
         if str(length) in done:
             continue
         began = time.perf_counter()
-        frame = pad_width_for(length, cfg.pad_width if follows else protocol_width(experiment, cfg), follows, cfg.period)
         batch = batch_for(cfg, frame, batch_size)
         with hooks.evaluating(length, batches=-(-extrapolation_set_size(length) // batch)) as advance:
             accuracy[length] = extrapolation_accuracy(model, cfg.task, length, frame, test_seed, cfg.aligned, batch, advance)
