@@ -74,7 +74,8 @@ def line_counts(mask: torch.Tensor, delta: int, right: bool = True, segment=None
 
 def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True, min_support: float = 0.5,
               padding: torch.Tensor | None = None, no_vertical: torch.Tensor | None = None, causal: bool = False,
-              transparent_empty: bool = True, skip_start: bool = False, layout: Layout | None = None) -> LineBias:
+              transparent_empty: bool = True, skip_start: bool = False, layout: Layout | None = None,
+              kappa_vertical: float | None = None) -> LineBias:
     """ABC steps 3–5 on an averaged attention tensor ``Ā [h m n]`` (trusted rows only).
 
     ``right``: cross-attention (True) or decoder self-attention (False), see ``line_ids``.
@@ -88,7 +89,8 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True,
     (padding in some input; with ``verticals: markers``, every column but a one-token part's);
     ``causal``: a kept line must cross ``min_support·m`` cells a row can attend to;
     ``skip_start``: sloped lines are averaged without their cell in column 0;
-    ``transparent_empty``: a head with no line reads everything (the paper) or nothing but column 0.
+    ``transparent_empty``: a head with no line reads everything (the paper) or nothing but column 0;
+    ``kappa_vertical``: the dropoff factor of verticals (default ``kappa``).
     """
     _, m, n = attention.shape
     segments = list(layout) if layout else [None]
@@ -99,7 +101,8 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True,
         parts = [(segment, *line_average(attention, delta, right, skip_start, segment)) for segment in segments]
         d = torch.cat([part[1] for part in parts], dim=-1)
         supported = torch.cat([part[2] for part in parts]) >= min_support * m
-        for segment, part, kept in zip(segments, parts, dropoff(d, kappa, supported).split([p[1].shape[-1] for p in parts], -1)):
+        factor = kappa if delta != 0 or kappa_vertical is None else kappa_vertical
+        for segment, part, kept in zip(segments, parts, dropoff(d, factor, supported).split([p[1].shape[-1] for p in parts], -1)):
             counts = functools.partial(line_counts, delta=delta, right=right, segment=segment)
             if min_support > 0:
                 kept = kept.masked_fill(counts(last_row) == 0, NEG_INF)
@@ -154,12 +157,12 @@ def calibrate_layers(self_avg: torch.Tensor, cross_avg: torch.Tensor, layout: La
                      out_padding: torch.Tensor, kappa_self: float, kappa_cross: float, min_support: float) -> Calibrated:
     """The one procedure (docs/recipe.md) on ``Ā`` of every decoder layer (``[layers h q k]``):
     each layer calibrated (cross lines anchored in ``layout``, verticals only on its one-token
-    parts, no line on padding (``src_padding [n s]``, ``out_padding [n q]``: which cells of each
+    parts, kept wherever a head reads one more than its direction's average line, no line on padding (``src_padding [n s]``, ``out_padding [n q]``: which cells of each
     calibration input are padding), SOS left out of diagonals, empty heads silent), and their
     lines united into one bias for every layer."""
     cross_rules = {"padding": src_padding.all(dim=0), "no_vertical": src_padding.any(dim=0) | ~marker_columns(layout, src_padding.shape[-1])}
     self_rules = {"no_vertical": out_padding.any(dim=0) | (torch.arange(out_padding.shape[-1]) > 0)}
-    rules = {"min_support": min_support, "transparent_empty": False}
+    rules = {"min_support": min_support, "transparent_empty": False, "kappa_vertical": 0.0}
     layers = [Calibrated(calibrate(s, kappa_self, SELF_DIRECTIONS, right=False, causal=True, skip_start=True, **self_rules, **rules),
                          calibrate(c, kappa_cross, CROSS_DIRECTIONS, right=True, layout=layout, **cross_rules, **rules))
               for s, c in zip(self_avg, cross_avg)]

@@ -149,6 +149,20 @@ def test_verticals_on_markers_keep_the_operator_and_drop_a_digit():
     assert kept(no_vertical=~markers) == [4]
 
 
+def test_a_marker_vertical_read_above_the_average_line_is_kept_below_kappa_sigma():
+    """``$ a * m`` at pad 3 (columns 0 | 1–3 | 4 | 5): verticals d = [.2, .1, .1, .1, .2, .4].
+    At κ 2 only the multiplier's column stands out (threshold .1833 + 2 × .1067); with
+    ``kappa_vertical`` 0 the ``$`` and ``*`` columns, above the mean, stay open too, while the
+    anti-diagonals keep κ."""
+    attention = torch.tensor([[0.2, 0.1, 0.1, 0.1, 0.2, 0.4]]).expand(1, 4, 6)
+    no_vertical = ~marker_columns(((0, 0), (1, 3), (4, 4), (5, 5)), 6)
+    kept = lambda bias: torch.isfinite(bias.values[0, 0]).nonzero().flatten().tolist()  # noqa: E731
+    assert kept(calibrate(attention, kappa=2.0, deltas=(0,), no_vertical=no_vertical)) == [5]
+    assert kept(calibrate(attention, kappa=2.0, deltas=(0,), no_vertical=no_vertical, kappa_vertical=0.0)) == [0, 4, 5]
+    anti = lambda **rule: calibrate(attention, kappa=2.0, deltas=(-1,), **rule).values  # noqa: E731
+    assert torch.equal(anti(kappa_vertical=0.0), anti())
+
+
 def test_a_self_attention_vertical_open_to_the_last_rows_only_is_dropped():
     """Causal 4 × 4: column 3 can be attended from row 3 only, one cell (< 0.5 · 4 rows); it
     passes the dropoff on that cell, and it would mark the last row."""

@@ -67,7 +67,7 @@ def test_train_resolves_every_cell_of_both_tables_as_reproduce_does(recipe):
 def test_an_option_overrides_one_field_and_is_recorded():
     plain = dry_run("--task", "addition", "--method", "abc")
     assert plain["out"] == os.path.join("runs", "paper", "addition", "abc-s0")
-    assert plain["source"] == os.path.join("runs", "paper", "addition", "vanilla-s0-pad_width=12")  # ABC's own frame
+    assert plain["source"] == os.path.join("runs", "paper", "addition", "vanilla-s0-pad_width=10")  # ABC's own frame
     changed = dry_run("--task", "addition", "--method", "abc", "--steps", 99, "--kappa-cross", 3, "--lr", 0.002)
     assert changed["experiment"]["overrides"] == {"steps": 99, "kappa_cross": 3.0, "lr": 0.002}
     assert changed["experiment"]["run"]["steps"] == 99 and changed["experiment"]["source"]["steps"] == PAPER.steps_addition_plain
