@@ -231,7 +231,8 @@ def train(
     enc_layers: int = typer.Option(None, help="Encoder depth (0: cross-attention reads the embedded input)."),
     pe_scale: float = typer.Option(None, help="Amplitude of the sinusoidal encoding."),
     pad_width: int = typer.Option(None, help="The fixed frame: operands padded to this many digits."),
-    abc_pad_width: int = typer.Option(None, help="ABC: the frame its source and retraining train in (tested in --pad-width's)."),
+    abc_pad_width: int = typer.Option(None, help="ABC: the frame its source trains in, and its retraining from there (tested in --pad-width's)."),
+    frame_spread: int = typer.Option(None, help="Train each batch in a frame of --pad-width plus 0 … this many digits."),
     growing: bool = typer.Option(False, "--growing", help="Growing geometry: the pad width follows the length."),
     data_seed: int = typer.Option(None, help="Seed of the number pool and its train/validation split."),
     steps: int = typer.Option(None, help="Step cap."),
@@ -269,7 +270,7 @@ def train(
         check_task(task)
         load_recipe(recipe)
         for name, value in (("seed", seed), ("window", window), ("period", period), ("enc_layers", enc_layers), ("pad_width", pad_width),
-                            ("abc_pad_width", abc_pad_width), ("data_seed", data_seed), ("steps", steps), ("batch_size", batch_size),
+                            ("abc_pad_width", abc_pad_width), ("frame_spread", frame_spread), ("data_seed", data_seed), ("steps", steps), ("batch_size", batch_size),
                             ("warmup", warmup), ("eval_every", eval_every), ("valid_size", valid_size), ("threads", threads)):
             check_int(value, name)
         if lengths:
@@ -283,7 +284,7 @@ def train(
         chosen = load_recipe(recipe)
         cell = ex.Cell.of(task, method, seed, window, period)
         overrides = {"arch": arch, "preset": preset, "enc_layers": enc_layers, "pe_scale": pe_scale, "pad_width": pad_width, "abc_pad_width": abc_pad_width,
-                     "data_seed": data_seed,
+                     "frame_spread": frame_spread, "data_seed": data_seed,
                      "steps": steps, "stop_at": stop_at, "train_on": train_on, "batch_size": batch_size, "lr": lr, "warmup": warmup,
                      "eval_every": eval_every, "valid_size": valid_size, "bias_file": bias and os.path.abspath(bias),
                      "kappa_cross": kappa_cross, "kappa_self": kappa_self,

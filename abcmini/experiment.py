@@ -88,6 +88,7 @@ class RunConfig:
     enc_layers: int | None = None  # None: the preset's
     pe_scale: float = 1.0  # amplitude of the sinusoidal encoding
     pad_width: int | None = 64  # fixed frame; None: growing geometry (pad width follows the length)
+    frame_spread: int = 0  # each training batch in a frame of pad_width … pad_width + frame_spread digits (validation: pad_width)
     seed: int = 0
     data_seed: int = 0
     steps: int = 4000
@@ -106,7 +107,7 @@ class RunConfig:
         if self.window is not None and self.bias_file is not None:
             raise ConfigError("--bias (ABC) and --window (ABS) are alternatives; pass one")
         checks = [("window", self.window is None or self.window >= 0, "at least 0"), ("period", self.period >= 0, "at least 0 (0 turns CPI off)"),
-                  ("steps", self.steps >= 1, "at least 1"), ("batch-size", self.batch_size >= 1, "at least 1"),
+                  ("steps", self.steps >= 1, "at least 1"), ("frame-spread", self.frame_spread >= 0, "at least 0"), ("batch-size", self.batch_size >= 1, "at least 1"),
                   ("eval-every", self.eval_every >= 1, "at least 1"), ("valid-size", self.valid_size >= 1, "at least 1"),
                   ("warmup", self.warmup >= 0, "at least 0"), ("enc-layers", self.enc_layers is None or self.enc_layers >= 0, "at least 0"),
                   ("lr", math.isfinite(self.lr) and self.lr > 0, "a positive number"),
@@ -122,6 +123,8 @@ class RunConfig:
             raise ConfigError(f"--arch is one of {', '.join(ARCHS)}, not {self.arch!r}")
         if self.arch == "decoder" and self.enc_layers:
             raise ConfigError("a decoder-only model (--arch decoder) has no encoder; drop --enc-layers")
+        if self.frame_spread and self.pad_width is None:
+            raise ConfigError("--frame-spread widens a fixed frame; the growing geometry has none")
         if self.pad_width is not None and self.pad_width < POOL_DIGITS:
             raise ConfigError(f"pad width must be at least {POOL_DIGITS} (the training numbers have up to {POOL_DIGITS} digits)")
         self.model_config()  # validates the positional scheme
@@ -170,7 +173,7 @@ def learning_rate(cfg: RunConfig, step: int) -> float:
 # ---------------------------------------------------------------- cells and their resolution
 
 ABC_BIAS = "abc_bias.pt"  # an ABC run's bias file, inside its run directory
-RUN_FIELDS = ("arch", "preset", "enc_layers", "pe_scale", "cpi_from", "pad_width", "data_seed", "steps", "batch_size", "lr", "warmup",
+RUN_FIELDS = ("arch", "preset", "enc_layers", "pe_scale", "cpi_from", "pad_width", "frame_spread", "data_seed", "steps", "batch_size", "lr", "warmup",
               "stop_at", "train_on", "eval_every", "valid_size", "bias_file")
 SHARED_FIELDS = ("arch", "preset", "pad_width", "data_seed", "batch_size", "lr", "warmup", "eval_every", "valid_size")  # source and retraining
 CALIBRATION_FIELDS = tuple(f.name for f in fields(Calibration))
@@ -274,7 +277,7 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = F
         task=task, arch=recipe.arch, scheme=scheme, period=period, cpi_from=recipe.cpi_from if period else "start", window=window, bias_file=ABC_BIAS if method == "abc" else None, preset=recipe.preset,
         enc_layers=0 if recipe.arch == "decoder" else recipe.enc_layers_in_attention if scheme in IN_ATTENTION else recipe.enc_layers,
         pe_scale=recipe.scaffold_pe_scale if scaffolded and scheme == "vanilla" and period == 0 else 1.0,
-        pad_width=recipe.abc_pad_width if abc else recipe.pad_width, seed=seed, steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,
+        pad_width=recipe.abc_pad_width if abc else recipe.pad_width, frame_spread=recipe.abc_frame_spread if abc and method == "abc" else 0, seed=seed, steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,
         warmup=recipe.warmup, stop_at=recipe.stop_at if scaffolded else recipe.stop_at_plain,
         train_on=recipe.train_on if window is not None else recipe.abc_train_on if method == "abc" else 1.0, eval_every=recipe.eval_every,
         valid_size=recipe.abc_valid_size if abc else recipe.valid_size)

@@ -213,7 +213,7 @@ class Scaffolded(nn.Module):
     def cached(self, key: tuple, build):
         """``build()``'s biases for a size ``key`` (shapes, layout, device), built once."""
         if key not in self._biases:
-            if len(self._biases) >= 8:
+            if len(self._biases) >= 16:  # the sizes of a run's training frames and of one test
                 self._biases.clear()
             self._biases[key] = build()
         return self._biases[key]

@@ -14,7 +14,7 @@ SEED_MAX = 2**31 - 1  # a test set's generator is seeded with seed * 1,000,003 +
 BIGGEST = {"seed": (0, SEED_MAX), "data_seed": (0, SEED_MAX), "test_seed": (0, SEED_MAX), "calibration.seed": (0, SEED_MAX), "seeds": (0, SEED_MAX),
            "steps": (None, 10**9), "warmup": (None, 10**9), "eval_every": (None, 10**9), "batch_size": (None, 10**7),
            "valid_size": (None, 10**7), "samples": (None, 10**7), "calibration.samples": (None, 10**7), "lengths": (None, 10**6),
-           "pad_width": (None, 10**6), "abc_pad_width": (None, 10**6), "window": (None, 10**6), "period": (None, 10**6),
+           "pad_width": (None, 10**6), "abc_pad_width": (None, 10**6), "frame_spread": (0, 10**6), "window": (None, 10**6), "period": (None, 10**6),
            "enc_layers": (None, 1000), "threads": (None, 4096), "workers": (None, 4096)}
 
 

@@ -308,9 +308,11 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
 
 
 def test_frames(experiment: dict | None, cfg: RunConfig, lengths) -> list[int]:
-    """The pad width of each test at ``lengths`` in the experiment's test frame."""
+    """The pad width of each test at ``lengths`` in the experiment's test frame: the protocol's
+    frame, or one that follows the length from it (ABC, trained in frames of its own, is tested in
+    the frames of every other method)."""
     follows = (experiment or {}).get("test_frame") == "follows"
-    return [pad_width_for(length, cfg.pad_width if follows else protocol_width(experiment, cfg), follows, cfg.period) for length in lengths]
+    return [pad_width_for(length, protocol_width(experiment, cfg), follows, cfg.period) for length in lengths]
 
 
 def check_cell_evaluation(experiment: Experiment, device) -> None:

@@ -38,7 +38,7 @@ class Calibration:
     with the rules docs/recipe.md explains; their fixed parts live in ``abcmini.calibrate``)."""
 
     kappa_self: float = why(0.87, "the paper's dropoff factor for self-attention")
-    kappa_cross: float = why(2.5, "an ABC frame (pad 10 or 12) has few cross lines; none stands the paper's 4.5 sigma out")
+    kappa_cross: float = why(2.5, "a pad-10 frame has few cross lines; none stands the paper's 4.5 sigma out")
     min_support: float = why(0.5, "extend only lines crossing half of the trusted rows, and the last one")
     samples: int = why(1000, "training inputs decoded to average the attention over")
     seed: int = why(0, "seed of that subset of training inputs")
@@ -76,8 +76,9 @@ class Recipe:
     stop_at_plain: float = why(0.995, "unscaffolded runs stop at interpolation, enough for ABC's 99%")
     train_on: float = why(1.5, "ABS windows train on to 1.5x the step that reached stop_at: long carries need it")
     abc_train_on: float = why(3.0, "ABC retraining trains on to 3x the step that reached stop_at: rarer long carry errors")
-    abc_pad_width: int = why(10, "ABC trains (source, retraining) at pad 10: answers end in ≥ 4 zeros, as at 60 digits, pad 64")
-    abc_valid_size: int = why(500, "…and validates on 500 numbers")
+    abc_pad_width: int = why(10, "ABC's source trains at pad 10, its retraining from there: 4 trailing zeros, as 60 digits at pad 64")
+    abc_frame_spread: int = why(10, "ABC retrains in frames of 10 to 20 digits: every test frame's margins were seen")
+    abc_valid_size: int = why(500, "…and validates on 500 numbers: one ABC training serves every recipe's protocol")
     steps: int = why(4000, "step cap of runs expected to interpolate")
     steps_addition_plain: int = why(20000, "Vanilla Addition sits on a loss plateau for thousands of steps")
     steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
@@ -136,7 +137,6 @@ LONG = PAPER.derive(
     cpi_from=("end", "CPI counted from the least significant digit keeps each digit's phase in any frame"),
     train_on=(3.0, "ABS windows train on to 3x the step that reached stop_at: carries over hundreds of digits need it"),
     valid_size=(500, "half the validation set: minutes, not hours"),
-    abc_pad_width=(12, "ABC trains in the pad-12 frame: a test of L digits in a frame of L + 5 keeps its margins"),
     steps_nx1_window=(12000, "N×1 +T=3 reaches 99.9% late; trained on to 3x it passed 4,000 steps, and the cap cut carries short"),
 )
 DECODER = LONG.derive(

@@ -85,7 +85,8 @@ class Trainer:
         cfg = self.cfg
         self.model.train()
         a, b = sample_operands(cfg.task, self.pool.train, cfg.batch_size, self.generator)
-        batch = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
+        spread = int(torch.randint(cfg.frame_spread + 1, (1,), generator=self.generator)) if cfg.frame_spread else 0
+        batch = format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.aligned)
         logits, _ = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
         loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.to(self.device).flatten())
         value = loss.item()

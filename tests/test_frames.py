@@ -124,3 +124,18 @@ def test_a_model_trained_in_a_small_frame_is_tested_in_frames_as_wide_as_each_le
             reference = cells
             assert cells[:, :, 1:].any()  # a line reads the operand
         assert torch.equal(cells, reference), pad_width
+
+
+def test_a_frame_spread_trains_each_batch_in_a_frame_of_its_own_and_validates_in_the_first(tmp_path):
+    """``frame_spread`` 3 at pad 8: the batches' inputs come in frames of 8 … 11 digits (the
+    windowed model's biases are kept per size), the validation set stays at pad 8."""
+    from abcmini.experiment import RunConfig
+    from abcmini.train import Trainer
+
+    trainer = Trainer(RunConfig(task="successor", window=1, preset="tiny", pad_width=8, frame_spread=3, steps=20, batch_size=8,
+                                valid_size=10), str(tmp_path))
+    for _ in range(20):
+        trainer.step()
+    widths = {n_src - 1 for _, n_src, *_ in trainer.model._biases}  # "$" and the padded number
+    assert widths == {8, 9, 10, 11}
+    assert trainer.valid.src.shape[1] == 9

@@ -56,10 +56,9 @@ def test_recipe_gives_in_attention_schemes_an_encoder():
 
 
 def test_every_recipe_resolves_one_abc_procedure_and_one_abc_training():
-    """ABC is one thing: the same calibration (up to how many inputs it averages) in every shipped
-    recipe, for every task, and the same source and retraining up to their frame: pad 10 for the
-    paper's pad-64 test, pad 12 for ``long``'s frames of L + 5 (docs/recipe.md)."""
-    from dataclasses import asdict, replace
+    """ABC is one thing: the same calibration (up to how many inputs it averages) and the same
+    source and retraining in every shipped recipe, for every task; only the test differs."""
+    from dataclasses import asdict
 
     from abcmini.recipes import RECIPES
 
@@ -68,8 +67,8 @@ def test_every_recipe_resolves_one_abc_procedure_and_one_abc_training():
         procedures = {json.dumps({k: v for k, v in asdict(e.calibration).items() if k not in ("samples", "seed", "min_accuracy")})
                       for e in resolved.values()}
         assert len(procedures) == 1, procedures
-        assert replace(resolved["paper"].run, pad_width=LONG.abc_pad_width) == resolved["long"].run
-        assert replace(resolved["paper"].source, pad_width=LONG.abc_pad_width) == resolved["long"].source
+        assert resolved["paper"].run == resolved["long"].run and resolved["paper"].source == resolved["long"].source
+        assert resolved["paper"].run.frame_spread == PAPER.abc_frame_spread and resolved["paper"].source.frame_spread == 0
         assert resolved["paper"].test_pad_width == PAPER.pad_width and resolved["long"].test_pad_width == LONG.pad_width
         assert resolved["paper"].run.pad_width == PAPER.abc_pad_width != PAPER.pad_width
 
