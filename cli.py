@@ -221,7 +221,7 @@ def print_accuracy(record: dict) -> None:
 @app.command()
 def train(
     task: str = typer.Option("successor", help="successor | addition | nx1 | parity | parity_class"),
-    method: str = typer.Option("vanilla", help="vanilla | nope | rope | alibi | relative | abc, or ABS: +w=1 | +T=3 | NoPE+w=1 | vanilla+w=2+T=4 …"),
+    method: str = typer.Option("vanilla", help="vanilla | nope | rope | alibi | relative | random | fire | abacus | coupling | abc, or ABS: +w=1 | +T=3 | NoPE+w=1 | vanilla+w=2+T=4 …"),
     seed: int = typer.Option(0, help="Seed of the initialisation and batch order."),
     recipe: str = typer.Option("paper", help="paper | quick | a recipe YAML file; every value below defaults to it."),
     window: int = typer.Option(None, help="ABS window w (with a scheme as --method)."),

@@ -46,7 +46,7 @@ class DecoderOnly(Scaffolded):
         super().__init__(cfg, scaffold)
         inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.layers = nn.ModuleList(Block(cfg, inner) for _ in range(cfg.dec_layers))
+        self.layers = nn.ModuleList(Block(cfg, inner, causal=True) for _ in range(cfg.dec_layers))
         self.norm = nn.LayerNorm(cfg.d_model)
         self.to_logits = nn.Linear(cfg.d_model, cfg.vocab_size)
 
@@ -71,12 +71,14 @@ class DecoderOnly(Scaffolded):
         x = self.embed(tokens)
         return x + self.cfg.pe_scale * sinusoidal(pos, self.cfg.d_model) if self.cfg.scheme == "vanilla" else x
 
-    def forward(self, src, tgt_in, need_weights=False):
+    def forward(self, src, tgt_in, need_weights=False, shift=None, total: int | None = None):
         """Logits ``[b q vocab]`` of the answer rows, and per layer the answer rows' attention
-        split into ``cross`` (→ prompt ``[b h q s]``) and ``self`` (→ answer ``[b h q q]``)."""
+        split into ``cross`` (→ prompt ``[b h q s]``) and ``self`` (→ answer ``[b h q q]``).
+        ``shift``, ``total``: the token positions' draw and final length when decoding."""
         n_src, n_q = src.shape[1], tgt_in.shape[1]
-        pos = self.positions(n_src, n_q, src.device)
-        x, attention = self.embed_tokens(torch.cat([src, tgt_in], dim=1), pos), []
+        pos, sequence = self.positions(n_src, n_q, src.device), torch.cat([src, tgt_in], dim=1)
+        shift = self.shift(src, n_q) if shift is None else shift
+        x, attention = self.place(self.embed_tokens(sequence, pos), sequence, n_src, shift, total), []
         for layer, bias in zip(self.layers, self.biases(n_q, n_src, src.device, self.layout(src))):
             x, probs = layer(x, pos, pos, bias, need_weights=need_weights)
             attention.append({"self": probs[..., n_src:, n_src:], "cross": probs[..., n_src:, :n_src]} if need_weights else
@@ -88,9 +90,10 @@ class DecoderOnly(Scaffolded):
         """Greedy decoding of ``steps`` tokens after SOS: ``[b steps]``. With the cache, the
         prompt and SOS run once, then one token a step reads the cached keys/values."""
         tokens = torch.full((src.shape[0], steps + 1), self.cfg.sos, dtype=torch.long, device=src.device)
+        shift, total = self.shift(src, steps + 1), src.shape[1] + steps  # the teacher-forced sequence's length
         if not use_cache:
             for t in range(steps):
-                logits, _ = self(src, tokens[:, : t + 1])
+                logits, _ = self(src, tokens[:, : t + 1], shift=shift, total=total)
                 tokens[:, t + 1] = logits[:, -1].argmax(-1)
             return tokens[:, 1:]
         n_src, device = src.shape[1], src.device
@@ -99,6 +102,7 @@ class DecoderOnly(Scaffolded):
         for t in range(steps):
             start, stop = (0, n_src + 1) if t == 0 else (n_src + t, n_src + t + 1)
             x = self.embed_tokens(torch.cat([src, tokens[:, :1]], dim=1) if t == 0 else tokens[:, t : t + 1], pos[start:stop])
+            x = self.place(x, torch.cat([src, tokens[:, : t + 1]], dim=1), n_src, shift, total, last=stop - start)
             for layer, cache, bias in zip(self.layers, caches, biases):
                 x, _ = layer(x, pos[start:stop], pos[:stop], rows(bias, start, stop, stop), cache, n_src + steps)
             tokens[:, t + 1] = self.to_logits(self.norm(x[:, -1])).argmax(-1)

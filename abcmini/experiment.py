@@ -31,7 +31,7 @@ def parse_method(method: str, window: int | None = None, period: int | None = No
     ``+T=3`` (window 1 and period 3) and ``NoPE+w=1``; ``abc`` (ABC's retraining, ``nope``).
     ``window`` and ``period`` (the ``--window``/``--period`` options) add to a name that has none.
     """
-    match = re.fullmatch(r"(vanilla|nope|NoPE|rope|alibi|relative)?(?:\+w=(\d+))?(?:\+T=(\d+))?", method)
+    match = re.fullmatch(r"(vanilla|nope|NoPE|rope|alibi|relative|random|fire|abacus|coupling)?(?:\+w=(\d+))?(?:\+T=(\d+))?", method)
     if method == "abc":
         scheme, named_window, named_period = "nope", None, None
     elif not method or not match:

@@ -18,7 +18,9 @@ from einops import rearrange
 from torch import nn
 
 from abcmini.biases import Layout, per_layer, segments_of
+from abcmini.fire import FIRE
 from abcmini.positions import IN_ATTENTION, RelativePosition, alibi_bias, alibi_slopes, check_scheme, cyclic_positions, rotate, sinusoidal
+from abcmini.token_positions import TOKEN_SCHEMES, TokenPositions
 
 
 ARCHS = ("encoder-decoder", "decoder")  # the paper's encoder-decoder; a GPT-style decoder-only model (abcmini.decoder)
@@ -98,7 +100,7 @@ class Attention(nn.Module):
     or None (cross-attention, and the absolute schemes).
     """
 
-    def __init__(self, cfg: ModelConfig, scheme: str | None):
+    def __init__(self, cfg: ModelConfig, scheme: str | None, causal: bool = True):
         super().__init__()
         self.heads, self.dropout = cfg.heads, cfg.dropout
         dim_head = cfg.d_model // cfg.heads
@@ -110,6 +112,8 @@ class Attention(nn.Module):
             self.register_buffer("slopes", alibi_slopes(cfg.heads), persistent=False)
         if scheme == "relative":
             self.relative = RelativePosition(dim_head, cfg.max_distance)
+        if scheme == "fire":
+            self.fire = FIRE(cfg.heads, causal)
 
     def forward(self, x, context, q_pos, k_pos, bias=None, cache=None, capacity=0, need_weights=False):
         """``x`` ``[b q d]`` attends to ``context`` ``[b k d]``; ``q_pos``/``k_pos`` index them.
@@ -132,6 +136,8 @@ class Attention(nn.Module):
             bias = _add(bias, alibi_bias(self.slopes, q_pos, k_pos))
         if self.scheme == "relative":
             bias = _add(bias, self.relative(q, q_pos, k_pos))
+        if self.scheme == "fire":
+            bias = _add(bias, self.fire(q_pos, k_pos))
         dropout = self.dropout if self.training else 0.0
         if need_weights or q.shape[2] == 1:  # explicit path: weights asked for, or one decoding step
             scores = torch.einsum("b h q d, b h k d -> b h q k", q * q.shape[-1] ** -0.5, k)
@@ -159,10 +165,10 @@ class Block(nn.Module):
     """Pre-LayerNorm self-attention and feed-forward: an encoder layer, and a decoder-only
     model's layer (with a key/value ``cache`` when decoding). Returns ``(x, probs)``."""
 
-    def __init__(self, cfg: ModelConfig, inner: str | None):
+    def __init__(self, cfg: ModelConfig, inner: str | None, causal: bool):
         super().__init__()
         self.norm_attn, self.norm_ff = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
-        self.attn, self.ff, self.drop = Attention(cfg, inner), FeedForward(cfg), nn.Dropout(cfg.dropout)
+        self.attn, self.ff, self.drop = Attention(cfg, inner, causal), FeedForward(cfg), nn.Dropout(cfg.dropout)
 
     def forward(self, x, q_pos, k_pos, bias=None, cache=None, capacity=0, need_weights=False):
         h = self.norm_attn(x)
@@ -188,7 +194,8 @@ class DecoderLayer(nn.Module):
 
 
 class Scaffolded(nn.Module):
-    """A model that adds a scaffold's biases to its attention: ``scaffold(n_q, n_src, device,
+    """A model that adds a scaffold's biases to its attention (and, with a scheme of
+    ``token_positions``, each token's position to its embedding): ``scaffold(n_q, n_src, device,
     layout) → (self_bias, cross_bias)`` (or a list of such pairs, one per layer), an ``nn.Module``
     (``abcmini.biases``) or None. The biases are kept per size, since training batches share one
     shape; the scaffold's buffers are part of the model's ``state_dict``."""
@@ -196,6 +203,18 @@ class Scaffolded(nn.Module):
     def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):
         super().__init__()
         self.cfg, self.scaffold, self._biases = cfg, scaffold, {}
+        self.token_positions = TokenPositions(cfg.scheme, cfg.d_model, cfg.digit_tokens, cfg.pe_scale) if cfg.scheme in TOKEN_SCHEMES else None
+
+    def shift(self, src: torch.Tensor, n_q: int):
+        """One draw of the token positions' shifts for a batch (``token_positions.TokenPositions.draw``)."""
+        return self.token_positions.draw(src.shape[0], max(src.shape[1], n_q), src.device) if self.token_positions is not None else None
+
+    def place(self, x: torch.Tensor, tokens: torch.Tensor, answer_from: int, shift, total: int | None = None, last: int | None = None):
+        """``x`` plus the token positions of ``tokens`` (their ``last`` rows only, when decoding a step)."""
+        if self.token_positions is None:
+            return x
+        extra = self.token_positions(tokens, answer_from, shift, total)
+        return x + (extra[:, -last:] if last else extra)
 
     def set_scaffold(self, scaffold: nn.Module | None) -> None:
         """Another scaffold (or None): biases of the old one are never served."""
@@ -226,7 +245,7 @@ class Transformer(Scaffolded):
         super().__init__(cfg, scaffold)
         inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.encoder = nn.ModuleList(Block(cfg, inner) for _ in range(cfg.enc_layers))
+        self.encoder = nn.ModuleList(Block(cfg, inner, causal=False) for _ in range(cfg.enc_layers))
         self.enc_norm = nn.LayerNorm(cfg.d_model) if cfg.enc_layers else nn.Identity()
         self.decoder = nn.ModuleList(DecoderLayer(cfg, inner) for _ in range(cfg.dec_layers))
         self.dec_norm = nn.LayerNorm(cfg.d_model)
@@ -260,36 +279,38 @@ class Transformer(Scaffolded):
         pos = self.positions(n, device=device)
         return pos.flip(0) if self.cfg.period and self.cfg.cpi_from == "end" else pos
 
-    def encode(self, src: torch.Tensor) -> torch.Tensor:
+    def encode(self, src: torch.Tensor, shift=None) -> torch.Tensor:
         pos = self.input_positions(src.shape[1], device=src.device)
-        x = self.embed_tokens(src, pos)
+        x = self.place(self.embed_tokens(src, pos), src, src.shape[1], shift)
         for layer in self.encoder:
             x, _ = layer(x, pos, pos)
         return self.enc_norm(x)
 
-    def decode(self, tgt_in, memory, need_weights=False, layout: Layout | None = None):
+    def decode(self, tgt_in, memory, need_weights=False, layout: Layout | None = None, shift=None, total: int | None = None):
         """Teacher-forced decoder pass with the scaffold's biases and the causal mask.
         Returns logits ``[b T vocab]`` and per-layer attention."""
         n, device = tgt_in.shape[1], tgt_in.device
         pos, mem_pos = self.positions(n, device=device), self.input_positions(memory.shape[1], device=device)
-        x, attention = self.embed_tokens(tgt_in, pos), []
+        x, attention = self.place(self.embed_tokens(tgt_in, pos), tgt_in, 0, shift, total), []
         for layer, (self_bias, cross_bias) in zip(self.decoder, self.biases(n, memory.shape[1], device, layout)):
             x, probs = layer(x, memory, pos, pos, mem_pos, self_bias, cross_bias, need_weights=need_weights)
             attention.append(probs)
         return self.to_logits(self.dec_norm(x)), attention
 
     def forward(self, src, tgt_in, need_weights=False):
-        return self.decode(tgt_in, self.encode(src), need_weights, self.layout(src))
+        shift = self.shift(src, tgt_in.shape[1])
+        return self.decode(tgt_in, self.encode(src, shift), need_weights, self.layout(src), shift)
 
     @torch.no_grad()
     def greedy(self, src, steps: int, use_cache: bool = True) -> torch.Tensor:
         """Greedy decoding of ``steps`` tokens after SOS: ``[b steps]``; step ``t`` uses row ``t``
         of the scaffold's biases for the full output."""
-        memory, layout = self.encode(src), self.layout(src)
+        shift = self.shift(src, steps + 1)
+        memory, layout = self.encode(src, shift), self.layout(src)
         tokens = torch.full((src.shape[0], steps + 1), self.cfg.sos, dtype=torch.long, device=src.device)
         if not use_cache:
             for t in range(steps):
-                logits, _ = self.decode(tokens[:, : t + 1], memory, layout=layout)
+                logits, _ = self.decode(tokens[:, : t + 1], memory, layout=layout, shift=shift, total=steps)
                 tokens[:, t + 1] = logits[:, -1].argmax(-1)
             return tokens[:, 1:]
         biases = self.biases(steps, memory.shape[1], src.device, layout)
@@ -298,7 +319,7 @@ class Transformer(Scaffolded):
         k_pos_all = self.positions(steps, device=src.device)
         for t in range(steps):
             q_pos, k_pos = k_pos_all[t : t + 1], k_pos_all[: t + 1]
-            x = self.embed_tokens(tokens[:, t : t + 1], q_pos)
+            x = self.place(self.embed_tokens(tokens[:, t : t + 1], q_pos), tokens[:, : t + 1], 0, shift, steps, last=1)
             for layer, cache, (self_bias, cross_bias) in zip(self.decoder, caches, biases):
                 x, _ = layer(x, memory, q_pos, k_pos, mem_pos, rows(self_bias, t, t + 1, t + 1), rows(cross_bias, t, t + 1), cache, steps)
             tokens[:, t + 1] = self.to_logits(self.dec_norm(x))[:, -1].argmax(-1)

@@ -1,5 +1,6 @@
 """Positional schemes: sinusoidal ("vanilla"), none (NoPE), RoPE, ALiBi, Shaw-style relative,
-and Cyclic Position Indexing (CPI), which any of them can use.
+and Cyclic Position Indexing (CPI), which any of them can use; the schemes of 2023–2024 have a
+module each (``randomized``, ``fire``, ``abacus``, ``coupling``; ``token_positions``).
 
 Absolute schemes act on the token embeddings; RoPE, ALiBi and the relative PE act inside
 self-attention (encoder and decoder). Cross-attention gets no positional term from them: its
@@ -14,8 +15,8 @@ from torch import nn
 
 from abcmini.errors import UserError
 
-SCHEMES = ("vanilla", "nope", "rope", "alibi", "relative")
-IN_ATTENTION = ("rope", "alibi", "relative")  # act inside self-attention, not on the embeddings
+SCHEMES = ("vanilla", "nope", "rope", "alibi", "relative", "random", "fire", "abacus", "coupling")
+IN_ATTENTION = ("rope", "alibi", "relative", "fire")  # act inside self-attention, not on the embeddings
 
 
 def check_scheme(scheme: str) -> None:
@@ -32,8 +33,8 @@ def cyclic_positions(n: int, period: int = 0, offset: int = 0, device=None) -> t
 def sinusoidal(positions: torch.Tensor, dim: int) -> torch.Tensor:
     """Vaswani et al. (2017): ``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(…)``."""
     inv_freq = torch.exp(torch.arange(0, dim, 2, device=positions.device) * (-math.log(10000.0) / dim))
-    angles = rearrange(positions.float(), "n -> n 1") * inv_freq
-    return rearrange(torch.stack([angles.sin(), angles.cos()], dim=-1), "n half two -> n (half two)")
+    angles = positions.float()[..., None] * inv_freq
+    return rearrange(torch.stack([angles.sin(), angles.cos()], dim=-1), "... half two -> ... (half two)")
 
 
 def rotate(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
@@ -76,3 +77,15 @@ class RelativePosition(nn.Module):
         per_distance = torch.einsum("b h q d, r d -> b h q r", q, self.table.weight) * q.shape[-1] ** -0.5
         index = index.expand(*per_distance.shape[:2], *index.shape)
         return per_distance.gather(-1, index)
+
+
+def significance(digit: torch.Tensor, lsd_first: bool) -> torch.Tensor:
+    """``[b n]``: each digit's place in its own number (0 for the least significant digit), −1
+    for every other token. A number is a run of digits in ``digit [b n]``; ``lsd_first`` says which
+    way its digits are written (abcmini writes inputs most significant first, answers reversed)."""
+    if not lsd_first:
+        return significance(digit.flip(-1), True).flip(-1)
+    index = torch.arange(digit.shape[-1], device=digit.device).expand_as(digit)
+    starts = digit & ~torch.nn.functional.pad(digit[..., :-1], (1, 0), value=False)
+    run_start = torch.where(starts, index, torch.full_like(index, -1)).cummax(dim=-1).values
+    return torch.where(digit, index - run_start, torch.full_like(index, -1))

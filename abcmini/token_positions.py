@@ -1,0 +1,53 @@
+"""The positional schemes that give every token a position of its own, computed from the
+sequence and added to the token embeddings: randomized positions (``abcmini.randomized``, with
+the sinusoidal encoding), Abacus (``abcmini.abacus``) and Position Coupling
+(``abcmini.coupling``), both into a learned table. Prompts write their numbers most significant
+digit first, answers least significant first; ``answer_from`` says where the answer starts.
+"""
+
+import torch
+from torch import nn
+
+from abcmini import abacus, coupling
+from abcmini.errors import UserError
+from abcmini.positions import sinusoidal
+from abcmini.randomized import MAX_LENGTH, eval_generator, randomized_positions
+
+TOKEN_SCHEMES = ("random", "abacus", "coupling")
+
+
+class TokenPositions(nn.Module):
+    def __init__(self, scheme: str, dim: int, digit_tokens: int, pe_scale: float = 1.0):
+        super().__init__()
+        self.scheme, self.dim, self.digit_tokens, self.pe_scale = scheme, dim, digit_tokens, pe_scale
+        self.max_position = {"abacus": abacus.MAX_POSITION, "coupling": coupling.MAX_POSITION}.get(scheme, MAX_LENGTH)
+        if scheme != "random":
+            self.table = nn.Embedding(self.max_position + 1, dim)
+
+    def draw(self, batch: int, longest: int, device) -> torch.Tensor | None:
+        """``[batch]``: each example's shift of its ids, Abacus's offset ``k`` or Coupling's start
+        ``s``, drawn at random in training so that ids up to ``max_position`` are trained, fixed at
+        test (``k`` 0, ``s`` 1); ``longest`` bounds the sequence's numbers' length."""
+        if self.scheme == "random":
+            return None
+        low = 0 if self.scheme == "abacus" else 1
+        if not self.training:
+            return torch.full((batch,), low, device=device)
+        return torch.randint(low, max(low, self.max_position - longest - 1) + 1, (batch,)).to(device)
+
+    def forward(self, tokens: torch.Tensor, answer_from: int, shift: torch.Tensor | None, total: int | None = None) -> torch.Tensor:
+        """``[b n d]`` for ``tokens [b n]``; ``total``: the length the sequence will reach when
+        it is decoded a token at a time (randomized positions are drawn for all of it at once)."""
+        batch, n = tokens.shape
+        if self.scheme == "random":
+            total = total or n
+            if total > self.max_position:
+                raise UserError(f"a sequence of {total} tokens exceeds the {self.max_position} randomized positions")
+            generator = None if self.training else eval_generator(total)
+            return self.pe_scale * sinusoidal(randomized_positions(batch, total, self.max_position, generator, tokens.device)[:, :n], self.dim)
+        ids_of = abacus.abacus_ids if self.scheme == "abacus" else coupling.coupled_ids
+        digit = tokens < self.digit_tokens
+        ids = torch.cat([ids_of(digit[:, :answer_from], False, shift), ids_of(digit[:, answer_from:], True, shift)], dim=1)
+        if int(ids.max()) > self.max_position:
+            raise UserError(f"position id {int(ids.max())} exceeds the {self.scheme} table's {self.max_position}")
+        return self.table(ids)

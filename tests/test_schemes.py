@@ -1,0 +1,83 @@
+"""The positional schemes of 2023–2024, each by the property that defines it: Abacus restarts its
+count in every number, Position Coupling gives digits of equal significance one id, randomized
+positions are sorted draws from a range beyond the training length, FIRE maps every distance of
+every length into [0, 1]; and each trains and decodes in both models."""
+
+import pytest
+import torch
+
+from abcmini.abacus import abacus_ids
+from abcmini.coupling import coupled_ids
+from abcmini.experiment import RunConfig
+from abcmini.fire import FIRE
+from abcmini.positions import significance
+from abcmini.randomized import eval_generator, randomized_positions
+from abcmini.tasks import exact_length_numbers, format_task
+from abcmini.train import Trainer
+
+NEW = ("random", "fire", "abacus", "coupling")
+
+
+def addition(digits=3, pad=5, n=4):
+    return format_task("addition", exact_length_numbers(digits, 0)[:n], exact_length_numbers(digits, 1)[:n], pad)
+
+
+def test_significance_counts_each_number_from_its_least_significant_digit():
+    ex = addition()  # $ a(5) + b(5) → answer reversed, 6 digits
+    assert significance(ex.src < 10, lsd_first=False)[0].tolist() == [-1, 4, 3, 2, 1, 0, -1, 4, 3, 2, 1, 0]
+    assert significance(ex.tgt_in < 10, lsd_first=True)[0].tolist() == [-1, 0, 1, 2, 3, 4, 5]
+
+
+def test_abacus_restarts_its_count_in_every_number_and_shifts_it_by_one_offset():
+    ex = addition()
+    ids = abacus_ids(ex.src < 10, False, torch.tensor([0, 7, 0, 0]))
+    assert ids[0].tolist() == [0, 5, 4, 3, 2, 1, 0, 5, 4, 3, 2, 1]  # "$", a from 5 down to 1, "+", b again from 5
+    assert ids[1].tolist() == [0, 12, 11, 10, 9, 8, 0, 12, 11, 10, 9, 8]  # k = 7 on every digit, 0 elsewhere
+    answer = abacus_ids(ex.tgt_in < 10, True, torch.zeros(4, dtype=torch.long))
+    assert answer[0].tolist() == [0, 1, 2, 3, 4, 5, 6]
+
+
+def test_coupling_gives_digits_of_equal_significance_one_id_in_operands_and_answer():
+    ex = format_task("addition", exact_length_numbers(4, 0)[:4], exact_length_numbers(2, 1)[:4], 6)
+    start = torch.tensor([1, 30, 5, 9])
+    src, answer = coupled_ids(ex.src < 10, False, start), coupled_ids(ex.tgt_in < 10, True, start)
+    a, b = src[:, 1:7], src[:, 8:14]  # "$" a(6) "+" b(6)
+    assert torch.equal(a, b) and torch.equal(a.flip(1), answer[:, 1:7])  # significance 0 … 5: one id in all three
+    assert (src[:, 0] == start - 1).all() and (src[:, 7] == start - 1).all() and (answer[:, 0] == start - 1).all()
+    assert answer[1].tolist() == [29, 30, 31, 32, 33, 34, 35, 36]
+
+
+def test_randomized_positions_are_sorted_distinct_draws_beyond_the_sequence():
+    first, second = randomized_positions(64, 30, 2048), randomized_positions(64, 30, 2048)
+    assert (first.diff(dim=-1) > 0).all() and first.min() >= 0 and first.max() < 2048
+    assert first.max() > 500 and not torch.equal(first, second)  # the range, not the length, bounds them
+    assert torch.equal(randomized_positions(8, 30, 2048, eval_generator(30)), randomized_positions(8, 30, 2048, eval_generator(30)))
+    with pytest.raises(ValueError, match="do not fit"):
+        randomized_positions(1, 3000, 2048)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_fire_feeds_its_mlp_distances_normalized_into_0_1_at_every_length(causal):
+    fire = FIRE(heads=4, causal=causal)
+    seen = []
+    fire.mlp[0].register_forward_hook(lambda module, args, out: seen.append(args[0]))
+    for n in (10, 100, 2000):
+        positions = torch.arange(n)
+        bias = fire(positions, positions)
+        assert bias.shape == (4, n, n)
+        assert 0 <= seen[-1].min() and seen[-1].max() < 1
+        diagonal = bias.diagonal(dim1=1, dim2=2)
+        assert torch.allclose(diagonal, diagonal[:, :1].expand_as(diagonal))  # distance 0: one bias at every position
+
+
+@pytest.mark.parametrize("arch", ["encoder-decoder", "decoder"])
+@pytest.mark.parametrize("scheme", NEW)
+def test_each_new_scheme_trains_and_decodes_in_both_models(tmp_path, arch, scheme):
+    trainer = Trainer(RunConfig(task="addition", arch=arch, scheme=scheme, preset="tiny", pad_width=8, steps=3, batch_size=16,
+                                valid_size=20), str(tmp_path))
+    losses = [trainer.step() for _ in range(3)]
+    assert all(loss > 0 for loss in losses)
+    trainer.model.eval()
+    ex = addition(digits=30, pad=34, n=8)  # far past the training frame
+    steps = ex.tgt_out.shape[1]
+    assert torch.equal(trainer.model.greedy(ex.src, steps), trainer.model.greedy(ex.src, steps, use_cache=False))
