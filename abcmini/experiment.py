@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from abcmini.model import ARCHS, PRESETS, ModelConfig
 from abcmini.positions import IN_ATTENTION, SCHEMES
+from abcmini.token_positions import TOKEN_SCHEMES
 from abcmini.recipes import Calibration, ConfigError, Recipe, check_test_frame
 from abcmini.tasks import POOL_DIGITS, check_task, is_binary
 
@@ -266,6 +267,7 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = F
     frame and validation set, the same in every recipe, so one training serves every protocol."""
     scheme, window, period = parse_method(method)
     scaffolded = method == "abc" or window is not None
+    generalizing = window is not None or scheme in TOKEN_SCHEMES + ("fire",)  # ABS and today's methods: one budget rule
     steps = recipe.steps_alibi if scheme == "alibi" else recipe.steps
     if task == "addition" and method == "vanilla":
         steps = recipe.steps_addition_plain
@@ -273,13 +275,15 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = F
         steps = recipe.steps_parity_plain
     if task == "nx1" and window is not None and recipe.steps_nx1_window is not None:
         steps = recipe.steps_nx1_window
+    if task == "nx1" and method == "abc":
+        steps = recipe.steps_nx1_abc
     return RunConfig(
         task=task, arch=recipe.arch, scheme=scheme, period=period, cpi_from=recipe.cpi_from if period else "start", window=window, bias_file=ABC_BIAS if method == "abc" else None, preset=recipe.preset,
         enc_layers=0 if recipe.arch == "decoder" else recipe.enc_layers_in_attention if scheme in IN_ATTENTION else recipe.enc_layers,
         pe_scale=recipe.scaffold_pe_scale if scaffolded and scheme == "vanilla" and period == 0 else 1.0,
         pad_width=recipe.abc_pad_width if abc else recipe.pad_width, frame_spread=recipe.abc_frame_spread if abc and method == "abc" else 0, seed=seed, steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,
-        warmup=recipe.warmup, stop_at=recipe.stop_at if scaffolded else recipe.stop_at_plain,
-        train_on=recipe.train_on if window is not None else recipe.abc_train_on if method == "abc" else 1.0, eval_every=recipe.eval_every,
+        warmup=recipe.warmup, stop_at=recipe.stop_at if scaffolded or generalizing else recipe.stop_at_plain,
+        train_on=recipe.train_on if generalizing else recipe.abc_train_on if method == "abc" else 1.0, eval_every=recipe.eval_every,
         valid_size=recipe.abc_valid_size if abc else recipe.valid_size)
 
 

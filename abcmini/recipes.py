@@ -84,6 +84,7 @@ class Recipe:
     steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
     steps_parity_plain: int = why(300, "Parity without a window fails and its long sequences are costly; capped short")
     steps_nx1_window: int | None = why(None, "N×1 with an ABS window: its own step cap (none: steps)")
+    steps_nx1_abc: int = why(12000, "ABC on N×1 reaches 99.9% late in frames of 10–20; a 4,000 cap cut its 3x short")
     scaffold_pe_scale: float = why(1 / 16, "+w=W: the uncycled sinusoidal encoding at 1/16 amplitude beside the window")
     cpi_from: str = why("start", "CPI (+T=3) counts input positions from the first token (the paper)")
     abc_scheme: str = why("nope", "ABC retrains without positional encoding: the bias is its only position signal")
