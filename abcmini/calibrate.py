@@ -156,10 +156,11 @@ def average_attention(model, example, trusted_rows: int, batch_size: int = 500, 
 def calibrate_layers(self_avg: torch.Tensor, cross_avg: torch.Tensor, layout: Layout, src_padding: torch.Tensor,
                      out_padding: torch.Tensor, kappa_self: float, kappa_cross: float, min_support: float) -> Calibrated:
     """The one procedure (docs/recipe.md) on ``Ā`` of every decoder layer (``[layers h q k]``):
-    each layer calibrated (cross lines anchored in ``layout``, verticals only on its one-token
-    parts, kept wherever a head reads one more than its direction's average line, no line on padding (``src_padding [n s]``, ``out_padding [n q]``: which cells of each
-    calibration input are padding), SOS left out of diagonals, empty heads silent), and their
-    lines united into one bias for every layer."""
+    each layer calibrated (cross lines anchored in ``layout``; verticals only on its one-token
+    parts, kept wherever a head reads one more than its direction's average line; no line on
+    padding (``src_padding [n s]``, ``out_padding [n q]``: which cells of each calibration input
+    are padding); SOS left out of diagonals; empty heads silent), and their lines united into one
+    bias for every layer."""
     cross_rules = {"padding": src_padding.all(dim=0), "no_vertical": src_padding.any(dim=0) | ~marker_columns(layout, src_padding.shape[-1])}
     self_rules = {"no_vertical": out_padding.any(dim=0) | (torch.arange(out_padding.shape[-1]) > 0)}
     rules = {"min_support": min_support, "transparent_empty": False, "kappa_vertical": 0.0}
