@@ -74,9 +74,11 @@ def test_every_recipe_resolves_one_abc_procedure_and_one_abc_training():
 
 
 def test_recipe_trains_only_window_runs_past_the_stopping_rule():
-    rule = {method: (cfg.stop_at, cfg.train_on) for method in ("vanilla", "+w=1", "NoPE+w=1", "abc") for cfg in [run("successor", method)]}
-    assert rule == {"vanilla": (PAPER.stop_at_plain, 1.0), "+w=1": (PAPER.stop_at, PAPER.train_on),
-                    "NoPE+w=1": (PAPER.stop_at, PAPER.train_on), "abc": (PAPER.stop_at, PAPER.abc_train_on)}
+    methods = ("vanilla", "rope", "+w=1", "NoPE+w=1", "abc", "random", "fire", "abacus", "coupling")
+    rule = {method: (cfg.stop_at, cfg.train_on) for method in methods for cfg in [run("successor", method)]}
+    window = (PAPER.stop_at, PAPER.train_on)  # ABS, and today's methods under the same budget rule
+    assert rule == {"vanilla": (PAPER.stop_at_plain, 1.0), "rope": (PAPER.stop_at_plain, 1.0), "+w=1": window, "NoPE+w=1": window,
+                    "abc": (PAPER.stop_at, PAPER.abc_train_on), "random": window, "fire": window, "abacus": window, "coupling": window}
     assert PAPER.train_on > 1
 
 
