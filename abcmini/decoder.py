@@ -21,7 +21,7 @@ from torch import nn
 
 from abcmini.biases import NEG_INF, Layout
 from abcmini.model import Block, KVCache, ModelConfig, Scaffolded, Transformer, causal_bias, rows
-from abcmini.positions import IN_ATTENTION, sinusoidal
+from abcmini.positions import IN_ATTENTION
 
 
 def joint_bias(self_bias, cross_bias, n_src: int, n_q: int, device=None) -> torch.Tensor:
@@ -45,7 +45,6 @@ class DecoderOnly(Scaffolded):
     def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):
         super().__init__(cfg, scaffold)
         inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.layers = nn.ModuleList(Block(cfg, inner, causal=True) for _ in range(cfg.dec_layers))
         self.norm = nn.LayerNorm(cfg.d_model)
         self.to_logits = nn.Linear(cfg.d_model, cfg.vocab_size)
@@ -66,10 +65,6 @@ class DecoderOnly(Scaffolded):
         if self.cfg.period:
             pos = (pos - (n_src - 1 if self.cfg.cpi_from == "end" else 0)) % self.cfg.period
         return pos
-
-    def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        x = self.embed(tokens)
-        return x + self.cfg.pe_scale * sinusoidal(pos, self.cfg.d_model) if self.cfg.scheme == "vanilla" else x
 
     def forward(self, src, tgt_in, need_weights=False, shift=None, total: int | None = None):
         """Logits ``[b q vocab]`` of the answer rows, and per layer the answer rows' attention

@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from abcmini.model import ARCHS, PRESETS, ModelConfig
 from abcmini.positions import IN_ATTENTION, SCHEMES
-from abcmini.token_positions import TOKEN_SCHEMES
 from abcmini.recipes import Calibration, ConfigError, Recipe, check_test_frame
 from abcmini.tasks import POOL_DIGITS, check_task, is_binary
+from abcmini.token_positions import TOKEN_SCHEMES
 
 MAIN_TASKS = ("successor", "addition", "nx1")
 ABS_TASKS = ("successor", "addition", "nx1", "parity")

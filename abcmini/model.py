@@ -204,6 +204,13 @@ class Scaffolded(nn.Module):
         super().__init__()
         self.cfg, self.scaffold, self._biases = cfg, scaffold, {}
         self.token_positions = TokenPositions(cfg.scheme, cfg.d_model, cfg.digit_tokens, cfg.pe_scale) if cfg.scheme in TOKEN_SCHEMES else None
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+
+    def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """Token embedding (``N(0, 1)`` entries), plus ``pe_scale`` times the sinusoidal encoding
+        for ``vanilla`` (``pe_scale < 1`` makes positions a weak signal next to the tokens)."""
+        x = self.embed(tokens)
+        return x + self.cfg.pe_scale * sinusoidal(pos, self.cfg.d_model) if self.cfg.scheme == "vanilla" else x
 
     def shift(self, src: torch.Tensor, n_q: int):
         """One draw of the token positions' shifts for a batch (``token_positions.TokenPositions.draw``)."""
@@ -244,7 +251,6 @@ class Transformer(Scaffolded):
     def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):
         super().__init__(cfg, scaffold)
         inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.encoder = nn.ModuleList(Block(cfg, inner, causal=False) for _ in range(cfg.enc_layers))
         self.enc_norm = nn.LayerNorm(cfg.d_model) if cfg.enc_layers else nn.Identity()
         self.decoder = nn.ModuleList(DecoderLayer(cfg, inner) for _ in range(cfg.dec_layers))
@@ -263,12 +269,6 @@ class Transformer(Scaffolded):
             return [(masked[id(s)], c) for s, c in pairs]
 
         return self.cached((n_q, n_src, layout, str(device)), build)
-
-    def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """Token embedding (``N(0, 1)`` entries), plus ``pe_scale`` times the sinusoidal encoding
-        for ``vanilla`` (``pe_scale < 1`` makes positions a weak signal next to the tokens)."""
-        x = self.embed(tokens)
-        return x + self.cfg.pe_scale * sinusoidal(pos, self.cfg.d_model) if self.cfg.scheme == "vanilla" else x
 
     def positions(self, n: int, offset: int = 0, device=None) -> torch.Tensor:
         return cyclic_positions(n, self.cfg.period, offset, device)

@@ -23,6 +23,7 @@ class TokenPositions(nn.Module):
         self.max_position = {"abacus": abacus.MAX_POSITION, "coupling": coupling.MAX_POSITION}.get(scheme, MAX_LENGTH)
         if scheme != "random":
             self.table = nn.Embedding(self.max_position + 1, dim)
+        self._test_draws = {}  # a test's randomized positions, drawn once per (batch, length): every decoding step reads them
 
     def draw(self, batch: int, longest: int, device) -> torch.Tensor | None:
         """``[batch]``: each example's shift of its ids, Abacus's offset ``k`` or Coupling's start
@@ -43,11 +44,22 @@ class TokenPositions(nn.Module):
             total = total or n
             if total > self.max_position:
                 raise UserError(f"a sequence of {total} tokens exceeds the {self.max_position} randomized positions")
-            generator = None if self.training else eval_generator(total)
-            return self.pe_scale * sinusoidal(randomized_positions(batch, total, self.max_position, generator, tokens.device)[:, :n], self.dim)
+            return self.pe_scale * sinusoidal(self.randomized(batch, total, tokens.device)[:, :n], self.dim)
         ids_of = abacus.abacus_ids if self.scheme == "abacus" else coupling.coupled_ids
         digit = tokens < self.digit_tokens
         ids = torch.cat([ids_of(digit[:, :answer_from], False, shift), ids_of(digit[:, answer_from:], True, shift)], dim=1)
         if int(ids.max()) > self.max_position:
             raise UserError(f"position id {int(ids.max())} exceeds the {self.scheme} table's {self.max_position}")
         return self.table(ids)
+
+    def randomized(self, batch: int, total: int, device) -> torch.Tensor:
+        """``[batch total]`` randomized positions: a fresh draw in training; at test the seeded
+        draw of ``eval_generator``, kept, since cached decoding asks for it at every step."""
+        if self.training:
+            return randomized_positions(batch, total, self.max_position, device=device)
+        key = (batch, total, str(device))
+        if key not in self._test_draws:
+            if len(self._test_draws) >= 16:
+                self._test_draws.clear()
+            self._test_draws[key] = randomized_positions(batch, total, self.max_position, eval_generator(total), device)
+        return self._test_draws[key]
