@@ -163,12 +163,18 @@ def run_config_of(state: dict) -> RunConfig:
         raise ConfigError(f"checkpoint config is not a run's ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
 
 
-def learning_rate(cfg: RunConfig, step: int) -> float:
-    """Linear warmup, then cosine decay to 10% of the peak."""
+def learning_rate(cfg: RunConfig, step: int, reached: int | None = None) -> float:
+    """Linear warmup, then cosine decay to 10% of the peak at ``steps``. Once validation reached
+    ``stop_at`` at step ``reached``, the train-on phase anneals from there to zero at
+    ``train_on·reached``: the rare errors left at interpolation are trained out at a small step."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
     progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+    cosine = lambda x: 0.5 * (1 + math.cos(math.pi * min(1.0, x)))  # noqa: E731
+    if reached is None or step < reached:
+        return cfg.lr * (0.1 + 0.9 * cosine(progress))
+    at_reached = learning_rate(cfg, reached - 1)
+    return at_reached * cosine((step - reached + 1) / max(1, (cfg.train_on - 1) * reached))
 
 
 # ---------------------------------------------------------------- cells and their resolution

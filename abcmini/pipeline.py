@@ -17,7 +17,7 @@ from abcmini.biases import Calibrated, PerLayer, open_lines, scaffold_from_state
 from abcmini.calibrate import average_attention, calibrate_layers
 from abcmini.errors import UserError
 from abcmini.evaluate import extrapolation_accuracy, pad_width_for
-from abcmini.experiment import ABC_BIAS, Experiment, RunConfig, learning_rate
+from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
 from abcmini.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.limits import batch_for, check_evaluation, check_writable
 from abcmini.recipes import Calibration, check_test_frame
@@ -86,12 +86,11 @@ def training_summary(trainer: Trainer) -> dict:
 def fit(trainer: Trainer, role: str, hooks: Hooks, tracker: Tracker) -> dict:
     """Train ``trainer`` from where it stopped, printed by ``hooks`` and logged by ``tracker``;
     returns the last history entry."""
-    cfg = trainer.cfg
 
     def on_step(step, loss):
         hooks.step(step, loss)
         if step % LOG_EVERY == 0:
-            tracker.log({"train/loss": loss, "train/lr": learning_rate(cfg, step - 1)}, step=step)
+            tracker.log({"train/loss": loss, "train/lr": trainer.optimizer.param_groups[0]["lr"]}, step=step)
 
     def on_eval(entry):
         hooks.validated(entry)

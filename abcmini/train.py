@@ -95,7 +95,7 @@ class Trainer:
             raise DivergedError(f"loss became {value} at step {self.step_count + 1}; "
                                 + (f"the last good checkpoint (step {kept}) is kept" if kept else "no checkpoint was written yet"))
         for group in self.optimizer.param_groups:
-            group["lr"] = learning_rate(cfg, self.step_count)
+            group["lr"] = learning_rate(cfg, self.step_count, self.reached)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
@@ -147,14 +147,18 @@ class Trainer:
         return True
 
     @property
+    def reached(self) -> int | None:
+        """The step at which validation first reached ``stop_at``, or None."""
+        stop_at = self.cfg.stop_at
+        return next((e["step"] for e in self.history if stop_at is not None and e["valid_acc"] >= stop_at), None)
+
+    @property
     def stopped(self) -> bool:
         """The stopping rule: ``steps`` done, or validation reached ``stop_at`` at some step ``s``
         and the last evaluation was at step ``train_on·s`` or later."""
-        cfg = self.cfg
-        if self.step_count >= cfg.steps:
+        if self.step_count >= self.cfg.steps:
             return True
-        reached = [e["step"] for e in self.history if cfg.stop_at is not None and e["valid_acc"] >= cfg.stop_at]
-        return bool(reached) and self.history[-1]["step"] >= cfg.train_on * reached[0]
+        return self.reached is not None and self.history[-1]["step"] >= self.cfg.train_on * self.reached
 
     def run(self, on_eval=None, on_step=None) -> dict:
         """Train until ``stopped``, evaluating and checkpointing every ``eval_every`` steps.

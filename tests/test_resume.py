@@ -100,3 +100,20 @@ def test_train_on_continues_past_the_step_that_reached_stop_at(tmp_path):
     assert torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)["step"] == 6
     assert runner.invoke(app, args + ["--train-on", "1", "--out", str(tmp_path / "once")]).exit_code == 0
     assert torch.load(tmp_path / "once" / "checkpoint.pt", weights_only=True)["step"] == 2
+
+
+def test_the_train_on_phase_anneals_the_learning_rate_to_zero(tmp_path):
+    """Reached at step 4 with --train-on 3: the rate falls from its value there, without a jump,
+    to zero by step 12, where the run stops; a run that never reaches stop_at keeps the cosine."""
+    from abcmini.experiment import RunConfig, learning_rate
+    from abcmini.train import Trainer
+
+    cfg = RunConfig(preset="tiny", pad_width=7, steps=100, warmup=2, eval_every=4, valid_size=8, stop_at=0.0, train_on=3.0)
+    trainer = Trainer(cfg, str(tmp_path / "r"))
+    rates = []
+    trainer.run(on_step=lambda step, loss: rates.append(trainer.optimizer.param_groups[0]["lr"]))
+    assert trainer.reached == 4 and trainer.step_count == 12 and len(rates) == 12
+    assert rates[3] == learning_rate(cfg, 3) and abs(rates[4] - rates[3]) < 0.05 * rates[3]  # no jump at the step that reached it
+    assert all(b < a for a, b in zip(rates[4:], rates[5:])) and rates[-1] == 0.0
+    unreached = [learning_rate(cfg, step) for step in range(2, 100)]
+    assert all(b < a for a, b in zip(unreached, unreached[1:])) and abs(unreached[-1] - 0.1 * cfg.lr) < 1e-6
