@@ -72,10 +72,19 @@ def line_counts(mask: torch.Tensor, delta: int, right: bool = True, segment=None
     return torch.bincount(ids[mask & inside] - low, minlength=high - low + 1)
 
 
+def nearest_band(kept: torch.Tensor, first: int) -> torch.Tensor:
+    """``kept [h lines]`` (line index ``first + column``) of a causal matrix's diagonals, cut per
+    head to the band from the row's own token back (lines 0, −1, … up to the first dropped one)."""
+    own = -first  # the column of line 0
+    band = torch.zeros_like(kept, dtype=torch.bool)
+    band[..., : own + 1] = (kept[..., : own + 1] > NEG_INF).flip(-1).cumprod(-1).flip(-1).bool()
+    return kept.masked_fill(~band, NEG_INF)
+
+
 def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True, min_support: float = 0.5,
               padding: torch.Tensor | None = None, no_vertical: torch.Tensor | None = None, causal: bool = False,
               transparent_empty: bool = True, skip_start: bool = False, layout: Layout | None = None,
-              kappa_vertical: float | None = None) -> LineBias:
+              kappa_vertical: float | None = None, band: bool = False) -> LineBias:
     """ABC steps 3–5 on an averaged attention tensor ``Ā [h m n]`` (trusted rows only).
 
     ``right``: cross-attention (True) or decoder self-attention (False), see ``line_ids``.
@@ -90,7 +99,8 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True,
     ``causal``: a kept line must cross ``min_support·m`` cells a row can attend to;
     ``skip_start``: sloped lines are averaged without their cell in column 0;
     ``transparent_empty``: a head with no line reads everything (the paper) or nothing but column 0;
-    ``kappa_vertical``: the dropoff factor of verticals (default ``kappa``).
+    ``kappa_vertical``: the dropoff factor of verticals (default ``kappa``);
+    ``band``: a causal matrix's diagonals kept only as a band from the row's own token back.
     """
     _, m, n = attention.shape
     segments = list(layout) if layout else [None]
@@ -112,6 +122,8 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True,
                 kept = kept.masked_fill(counts((~padding).expand(m, -1)) < max(1.0, min_support * m), NEG_INF)
             if no_vertical is not None and delta == 0:
                 kept = kept.masked_fill(counts(no_vertical.expand(m, -1)) > 0, NEG_INF)
+            if band and delta == 1:
+                kept = nearest_band(kept, part[3])
             tables.append(part[3])
             kept_tables.append(kept)
     width = max(kept.shape[-1] for kept in kept_tables)
@@ -157,14 +169,14 @@ def calibrate_layers(self_avg: torch.Tensor, cross_avg: torch.Tensor, layout: La
                      out_padding: torch.Tensor, kappa_self: float, kappa_cross: float, min_support: float) -> Calibrated:
     """The one procedure (docs/recipe.md) on ``Ā`` of every decoder layer (``[layers h q k]``):
     each layer calibrated (cross lines anchored in ``layout``; verticals only on its one-token
-    parts, kept wherever a head reads one more than its direction's average line; no line on
-    padding (``src_padding [n s]``, ``out_padding [n q]``: which cells of each calibration input
+    parts, kept wherever a head reads one more than its direction's average line; self-attention's
+    diagonals a band from the row's own token back; no line on padding (``src_padding [n s]``, ``out_padding [n q]``: which cells of each calibration input
     are padding); SOS left out of diagonals; empty heads silent), and their lines united into one
     bias for every layer."""
     cross_rules = {"padding": src_padding.all(dim=0), "no_vertical": src_padding.any(dim=0) | ~marker_columns(layout, src_padding.shape[-1])}
     self_rules = {"no_vertical": out_padding.any(dim=0) | (torch.arange(out_padding.shape[-1]) > 0)}
     rules = {"min_support": min_support, "transparent_empty": False, "kappa_vertical": 0.0}
-    layers = [Calibrated(calibrate(s, kappa_self, SELF_DIRECTIONS, right=False, causal=True, skip_start=True, **self_rules, **rules),
+    layers = [Calibrated(calibrate(s, kappa_self, SELF_DIRECTIONS, right=False, causal=True, skip_start=True, band=True, **self_rules, **rules),
                          calibrate(c, kappa_cross, CROSS_DIRECTIONS, right=True, layout=layout, **cross_rules, **rules))
               for s, c in zip(self_avg, cross_avg)]
     return functools.reduce(Calibrated.union, layers)

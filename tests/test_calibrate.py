@@ -163,6 +163,20 @@ def test_a_marker_vertical_read_above_the_average_line_is_kept_below_kappa_sigma
     assert torch.equal(anti(kappa_vertical=0.0), anti())
 
 
+def test_self_diagonals_keep_a_band_from_the_rows_own_token_back():
+    """Causal 8 × 8, two heads. Head 0 reads its own token (line 0) and the one three back (line
+    −3), head 1 lines 0 and −1. Without the band both heads keep both lines; with it head 0 loses
+    line −3, which skips lines −1 and −2, and head 1 keeps its band."""
+    i, j = torch.arange(8).view(8, 1), torch.arange(8).view(1, 8)
+    reads = lambda *lags: sum(((j == i + lag) | ((j == 0) & (i + lag < 0))).float() for lag in lags) / len(lags)  # noqa: E731
+    attention = torch.stack([reads(0, -3), reads(0, -1)])
+    kept = lambda bias, h: [bias.firsts[0] + c for c in torch.isfinite(bias.values[0, h]).nonzero().flatten().tolist()]  # noqa: E731
+    free = calibrate(attention, kappa=0.87, deltas=(1,), right=False, causal=True)
+    assert [kept(free, 0), kept(free, 1)] == [[-3, 0], [-1, 0]]
+    banded = calibrate(attention, kappa=0.87, deltas=(1,), right=False, causal=True, band=True)
+    assert [kept(banded, 0), kept(banded, 1)] == [[0], [-1, 0]]
+
+
 def test_a_self_attention_vertical_open_to_the_last_rows_only_is_dropped():
     """Causal 4 × 4: column 3 can be attended from row 3 only, one cell (< 0.5 · 4 rows); it
     passes the dropoff on that cell, and it would mark the last row."""
