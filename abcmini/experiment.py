@@ -144,7 +144,10 @@ class RunConfig:
         return method_label(self.scheme, self.window, self.period, self.bias_file is not None)
 
     def model_config(self) -> ModelConfig:
-        depth = {"enc_layers": 0} if self.arch == "decoder" else {} if self.enc_layers is None else {"enc_layers": self.enc_layers}
+        """The preset's model; a decoder-only one has two causal layers per decoder layer, as many
+        attention sublayers as the encoder-decoder's decoder (docs/decoder-only.md)."""
+        decoder_only = {"enc_layers": 0, "dec_layers": 2 * PRESETS[self.preset]["dec_layers"]}
+        depth = decoder_only if self.arch == "decoder" else {} if self.enc_layers is None else {"enc_layers": self.enc_layers}
         return ModelConfig(**{**PRESETS[self.preset], **depth, "arch": self.arch, "scheme": self.scheme, "period": self.period, "pe_scale": self.pe_scale,
                               "cpi_from": self.cpi_from})
 

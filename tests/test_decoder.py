@@ -8,7 +8,8 @@ import torch
 from typer.testing import CliRunner
 
 from abcmini.biases import Window
-from abcmini.decoder import DecoderOnly, joint_bias
+from abcmini.decoder import DecoderOnly, build_model, joint_bias
+from abcmini.experiment import RunConfig
 from abcmini.model import PRESETS, ModelConfig
 from abcmini.positions import SCHEMES
 from abcmini.tasks import exact_length_numbers, format_task
@@ -84,3 +85,12 @@ def test_an_abc_cell_trains_in_the_decoder_only_model(tmp_path):
     assert record["arch"] == "decoder" and record["method"] == "nope+abc"
     assert torch.load(tmp_path / "source" / "checkpoint.pt", weights_only=True)["config"]["arch"] == "decoder"
     assert any("cross" in line for line in record["lines"]) and record["valid_acc"] > 0.5
+
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_decoder_only_run_has_as_many_attention_sublayers_as_the_encoder_decoders_decoder(preset):
+    """Two causal layers per decoder layer of the preset (self and cross attention each), no encoder."""
+    ours, theirs = (RunConfig(arch=arch, preset=preset, pad_width=10).model_config() for arch in ("decoder", "encoder-decoder"))
+    assert (ours.dec_layers, ours.enc_layers) == (2 * theirs.dec_layers, 0)
+    assert len(build_model(ours).layers) == ours.dec_layers
