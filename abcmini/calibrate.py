@@ -170,9 +170,9 @@ def calibrate_layers(self_avg: torch.Tensor, cross_avg: torch.Tensor, layout: La
     """The one procedure (docs/recipe.md) on ``Ā`` of every decoder layer (``[layers h q k]``):
     each layer calibrated (cross lines anchored in ``layout``; verticals only on its one-token
     parts, kept wherever a head reads one more than its direction's average line; self-attention's
-    diagonals a band from the row's own token back; no line on padding (``src_padding [n s]``, ``out_padding [n q]``: which cells of each calibration input
-    are padding); SOS left out of diagonals; empty heads silent), and their lines united into one
-    bias for every layer."""
+    diagonals a band from the row's own token back; no line on padding (``src_padding [n s]``,
+    ``out_padding [n q]``: which cells of each calibration input are padding); SOS left out of
+    diagonals; empty heads silent), and their lines united into one bias for every layer."""
     cross_rules = {"padding": src_padding.all(dim=0), "no_vertical": src_padding.any(dim=0) | ~marker_columns(layout, src_padding.shape[-1])}
     self_rules = {"no_vertical": out_padding.any(dim=0) | (torch.arange(out_padding.shape[-1]) > 0)}
     rules = {"min_support": min_support, "transparent_empty": False, "kappa_vertical": 0.0}
