@@ -41,15 +41,16 @@ def collect(runs_dir: str) -> list[dict]:
 
 
 def protocol(record: dict) -> tuple:
-    """What must be equal for two runs to share a cell: recipe, preset, pad width, test frame."""
-    return record.get("recipe"), record.get("preset"), record.get("pad_width"), record.get("test_frame", "fixed")
+    """What must be equal for two runs to share a cell: recipe, model, preset, pad width, test frame."""
+    return (record.get("recipe"), record.get("arch", "encoder-decoder"), record.get("preset"), record.get("pad_width"),
+            record.get("test_frame", "fixed"))
 
 
 def describe_protocol(key: tuple) -> str:
-    recipe, preset, pad_width, test_frame = key
+    recipe, arch, preset, pad_width, test_frame = key
     frame = "growing geometry" if not pad_width else f"pad width {pad_width}" + (
         " in training, each test in a frame of its length plus the training numbers' leading zeros" if test_frame == "follows" else "")
-    return f"recipe {recipe}, preset {preset}, {frame}"
+    return f"recipe {recipe}, {'decoder-only' if arch == 'decoder' else arch} model, preset {preset}, {frame}"
 
 
 def training_frames(records: list[dict]) -> str:
@@ -250,7 +251,7 @@ def page(records: list[dict], figure_names: list[str] = (), invocations: list[di
     kept, left_out = pool(records)
     cells = summarize(kept)
     lengths = sorted({n for per_length in cells.values() for n in per_length})
-    main = protocol(kept[0]) if kept else (None, None, None, None)
+    main = protocol(kept[0]) if kept else (None,) * 5
     seeds = sorted({r["seed"] for r in kept})
     parts = [f"{MARKER}\n",
              f"Protocol: {describe_protocol(main)}; test seed {sorted({r.get('test_seed') for r in kept})[0] if kept else '–'}; "

@@ -55,7 +55,7 @@ def test_the_dashboard_is_one_self_contained_page(root):
     page = (root / "dashboard.html").read_text()
     assert page.count("<script") >= 3 and not re.findall(r"<(?:script|link)[^>]+(?:src|href)=", page)  # plotly.js inlined: nothing fetched
     for text in ("successor: exact match against length", "ABS table", "vanilla+w=1", "ABS window w = 1", "ABC bias",
-                 "Calibrated lines", "recipe paper, preset tiny, pad width 7"):
+                 "Calibrated lines", "recipe paper, encoder-decoder model, preset tiny, pad width 7"):
         assert text in page, text
 
 

@@ -35,3 +35,11 @@ def test_the_dashboard_of_the_long_records_sets_the_published_anchors_beside_our
     table = page[page.index("<table class='published'>"):]
     table = table[: table.index("</table>")]
     assert all(anchor.source in table for anchor in ANCHORS) and "abcmini nope+abc" in table
+
+
+def test_the_committed_decoder_only_page_is_what_its_command_generates(tmp_path):
+    text, _ = write_report("results/decoder", str(tmp_path / "decoder.md"))
+    with open("docs/decoder/results.md") as f:
+        assert f.read() == text, "docs/decoder/results.md differs from its records: run abcmini report results/decoder --out docs/decoder/results.md"
+    records = collect("results/decoder")
+    assert records and all(r["arch"] == "decoder" for r in records)
