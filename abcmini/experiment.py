@@ -172,12 +172,14 @@ def learning_rate(cfg: RunConfig, step: int, reached: int | None = None) -> floa
     ``train_on·reached``: the rare errors left at interpolation are trained out at a small step."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
-    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    cosine = lambda x: 0.5 * (1 + math.cos(math.pi * min(1.0, x)))  # noqa: E731
     if reached is None or step < reached:
-        return cfg.lr * (0.1 + 0.9 * cosine(progress))
-    at_reached = learning_rate(cfg, reached - 1)
-    return at_reached * cosine((step - reached + 1) / max(1, (cfg.train_on - 1) * reached))
+        return cfg.lr * (0.1 + 0.9 * half_cosine((step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)))
+    return learning_rate(cfg, reached - 1) * half_cosine((step - reached + 1) / max(1, (cfg.train_on - 1) * reached))
+
+
+def half_cosine(progress: float) -> float:
+    """1 at progress 0, falling as a half cosine to 0 at progress 1 and after."""
+    return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
 # ---------------------------------------------------------------- cells and their resolution

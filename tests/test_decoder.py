@@ -87,7 +87,6 @@ def test_an_abc_cell_trains_in_the_decoder_only_model(tmp_path):
     assert any("cross" in line for line in record["lines"]) and record["valid_acc"] > 0.5
 
 
-
 @pytest.mark.parametrize("preset", PRESETS)
 def test_a_decoder_only_run_has_as_many_attention_sublayers_as_the_encoder_decoders_decoder(preset):
     """Two causal layers per decoder layer of the preset (self and cross attention each), no encoder."""

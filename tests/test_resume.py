@@ -7,6 +7,8 @@ import time
 import torch
 from typer.testing import CliRunner
 
+from abcmini.experiment import RunConfig, learning_rate
+from abcmini.train import Trainer
 from cli import app
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -105,9 +107,6 @@ def test_train_on_continues_past_the_step_that_reached_stop_at(tmp_path):
 def test_the_train_on_phase_anneals_the_learning_rate_to_zero(tmp_path):
     """Reached at step 4 with --train-on 3: the rate falls from its value there, without a jump,
     to zero by step 12, where the run stops; a run that never reaches stop_at keeps the cosine."""
-    from abcmini.experiment import RunConfig, learning_rate
-    from abcmini.train import Trainer
-
     cfg = RunConfig(preset="tiny", pad_width=7, steps=100, warmup=2, eval_every=4, valid_size=8, stop_at=0.0, train_on=3.0)
     trainer = Trainer(cfg, str(tmp_path / "r"))
     rates = []
