@@ -20,6 +20,7 @@ from torch import nn
 from abcmini.biases import Layout, per_layer, segments_of
 from abcmini.fire import FIRE
 from abcmini.positions import IN_ATTENTION, RelativePosition, alibi_bias, alibi_slopes, check_scheme, cyclic_positions, rotate, sinusoidal
+from abcmini.size_cache import cached
 from abcmini.token_positions import TOKEN_SCHEMES, TokenPositions
 
 
@@ -238,11 +239,7 @@ class Scaffolded(nn.Module):
 
     def cached(self, key: tuple, build):
         """``build()``'s biases for a size ``key`` (shapes, layout, device), built once."""
-        if key not in self._biases:
-            if len(self._biases) >= 16:  # the sizes of a run's training frames and of one test
-                self._biases.clear()
-            self._biases[key] = build()
-        return self._biases[key]
+        return cached(self._biases, key, build)
 
 
 class Transformer(Scaffolded):

@@ -12,6 +12,7 @@ from abcmini import abacus, coupling
 from abcmini.errors import UserError
 from abcmini.positions import sinusoidal
 from abcmini.randomized import MAX_LENGTH, eval_generator, randomized_positions
+from abcmini.size_cache import cached
 
 TOKEN_SCHEMES = ("random", "abacus", "coupling")
 
@@ -57,9 +58,5 @@ class TokenPositions(nn.Module):
         draw of ``eval_generator``, kept, since cached decoding asks for it at every step."""
         if self.training:
             return randomized_positions(batch, total, self.max_position, device=device)
-        key = (batch, total, str(device))
-        if key not in self._test_draws:
-            if len(self._test_draws) >= 16:
-                self._test_draws.clear()
-            self._test_draws[key] = randomized_positions(batch, total, self.max_position, eval_generator(total), device)
-        return self._test_draws[key]
+        return cached(self._test_draws, (batch, total, str(device)),
+                      lambda: randomized_positions(batch, total, self.max_position, eval_generator(total), device))

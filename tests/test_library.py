@@ -10,7 +10,7 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORE = ("abcmini.positions", "abcmini.biases", "abcmini.calibrate", "abcmini.model", "abcmini.decoder", "abcmini.randomized",
-        "abcmini.fire", "abcmini.abacus", "abcmini.coupling", "abcmini.token_positions")
+        "abcmini.fire", "abcmini.abacus", "abcmini.coupling", "abcmini.token_positions", "abcmini.size_cache")
 RUN_LAYER = ("wandb", "typer", "matplotlib", "plotly", "abcmini.tasks", "abcmini.recipes", "abcmini.store", "abcmini.train",
              "abcmini.pipeline", "abcmini.experiment")
 
