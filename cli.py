@@ -220,6 +220,7 @@ def print_accuracy(record: dict) -> None:
 
 @app.command()
 def train(
+    ctx: typer.Context,
     task: str = typer.Option("successor", help="successor | addition | nx1 | parity | parity_class"),
     method: str = typer.Option("vanilla", help="vanilla | nope | rope | alibi | relative | random | fire | abacus | coupling | abc, or ABS: +w=1 | +T=3 | NoPE+w=1 | vanilla+w=2+T=4 …"),
     seed: int = typer.Option(0, help="Seed of the initialisation and batch order."),
@@ -230,6 +231,7 @@ def train(
     arch: str = typer.Option(None, help="encoder-decoder (the paper's) | decoder (GPT-style: prompt and answer in one causal sequence)."),
     enc_layers: int = typer.Option(None, help="Encoder depth (0: cross-attention reads the embedded input)."),
     pe_scale: float = typer.Option(None, help="Amplitude of the sinusoidal encoding."),
+    cpi_from: str = typer.Option(None, help="CPI: count input positions from the first token (start) or the last digit (end)."),
     pad_width: int = typer.Option(None, help="The fixed frame: operands padded to this many digits."),
     abc_pad_width: int = typer.Option(None, help="ABC: the frame its source trains in, and its retraining from there (tested in --pad-width's)."),
     frame_spread: int = typer.Option(None, help="Train each batch in a frame of --pad-width plus 0 … this many digits."),
@@ -246,8 +248,13 @@ def train(
     bias: str = typer.Option(None, help="Train with a bias file from abcmini calibrate."),
     kappa_cross: float = typer.Option(None, help="ABC: cross-attention dropoff factor."),
     kappa_self: float = typer.Option(None, help="ABC: self-attention dropoff factor."),
+    min_support: float = typer.Option(None, help="ABC: extend only lines crossing this fraction of the trusted rows."),
+    samples: int = typer.Option(None, help="ABC: training inputs decoded to average the attention over."),
+    calibration_seed: int = typer.Option(None, help="ABC: seed of that subset of training inputs."),
+    min_accuracy: float = typer.Option(None, help="ABC: refuse a source below this validation exact match."),
     lengths: str = typer.Option(None, help="Test lengths after training, comma-separated."),
     test_frame: str = typer.Option(None, help="fixed: test in the training frame; follows: grow it with the length."),
+    test_seed: int = typer.Option(None, help="Seed of the test numbers."),
     out: str = typer.Option(None, help="Run directory [default: runs/RECIPE/TASK/NAME]."),
     source: str = typer.Option(None, help="ABC: the Vanilla run to calibrate (trained first if unfinished)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
@@ -271,7 +278,8 @@ def train(
         load_recipe(recipe)
         for name, value in (("seed", seed), ("window", window), ("period", period), ("enc_layers", enc_layers), ("pad_width", pad_width),
                             ("abc_pad_width", abc_pad_width), ("frame_spread", frame_spread), ("data_seed", data_seed), ("steps", steps), ("batch_size", batch_size),
-                            ("warmup", warmup), ("eval_every", eval_every), ("valid_size", valid_size), ("threads", threads)):
+                            ("warmup", warmup), ("eval_every", eval_every), ("valid_size", valid_size), ("threads", threads),
+                            ("samples", samples), ("calibration_seed", calibration_seed), ("test_seed", test_seed)):
             check_int(value, name)
         if lengths:
             parse_integers(lengths, "--lengths", minimum=1)
@@ -283,12 +291,8 @@ def train(
     with user_errors():
         chosen = load_recipe(recipe)
         cell = ex.Cell.of(task, method, seed, window, period)
-        overrides = {"arch": arch, "preset": preset, "enc_layers": enc_layers, "pe_scale": pe_scale, "pad_width": pad_width, "abc_pad_width": abc_pad_width,
-                     "frame_spread": frame_spread, "data_seed": data_seed,
-                     "steps": steps, "stop_at": stop_at, "train_on": train_on, "batch_size": batch_size, "lr": lr, "warmup": warmup,
-                     "eval_every": eval_every, "valid_size": valid_size, "bias_file": bias and os.path.abspath(bias),
-                     "kappa_cross": kappa_cross, "kappa_self": kappa_self,
-                     "lengths": lengths and parse_integers(lengths, "--lengths", minimum=1), "test_frame": test_frame}
+        overrides = {field: ctx.params[ex.option_name(field)] for field in ex.OVERRIDABLE}  # every field a recipe sets has its option
+        overrides |= {"bias_file": bias and os.path.abspath(bias), "lengths": lengths and parse_integers(lengths, "--lengths", minimum=1)}
         overrides = {key: value for key, value in overrides.items() if value is not None}
         if growing:
             if pad_width is not None:
@@ -386,13 +390,13 @@ def calibrate_command(
 
     from abcmini.experiment import run_config_of
     from abcmini.limits import check_memory, check_writable
-    from abcmini.pipeline import Tracking, calibrate_stage
+    from abcmini.pipeline import Tracking, calibrate_stage, experiment_of
     from abcmini.recipes import RECIPES, load_recipe
-    from abcmini.store import load_checkpoint, lock_run, read_experiment
+    from abcmini.store import load_checkpoint, lock_run
 
     with user_errors():
-        recorded = read_experiment(run_dir) if os.path.isdir(run_dir) else None
-        name = recipe or (recorded or {}).get("recipe") or "paper"
+        recorded = experiment_of(run_dir)
+        name = recipe or (recorded.recipe if recorded else None) or "paper"
         chosen = load_recipe(name if name in RECIPES or recipe else "paper")
         state = load_checkpoint(run_dir)
         cfg = run_config_of(state)
@@ -407,7 +411,7 @@ def calibrate_command(
         if os.path.exists(path) and not overwrite:
             raise UserError(f"{path!r} exists (a run may train with it); pass --overwrite to replace it, or another --out")
         check_writable(os.path.dirname(os.path.abspath(path)), "--out")
-        identity = (recorded or {}).get("identity") or os.path.basename(os.path.normpath(run_dir))
+        identity = recorded.identity if recorded else os.path.basename(os.path.normpath(run_dir))
         with lock_run(os.path.dirname(os.path.abspath(path))):
             result = calibrate_stage(run_dir, path, settings, recorded, cfg, ConsoleHooks(),
                                      Tracking(wandb, wandb_project), identity, identity)

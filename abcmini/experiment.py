@@ -7,11 +7,11 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from abcmini.model import ARCHS, PRESETS, ModelConfig
 from abcmini.positions import IN_ATTENTION, SCHEMES
-from abcmini.recipes import Calibration, ConfigError, Recipe, check_test_frame
+from abcmini.recipes import PAPER, Calibration, ConfigError, Recipe, check_test_frame
 from abcmini.tasks import POOL_DIGITS, check_task, is_binary
 from abcmini.token_positions import TOKEN_SCHEMES
 
@@ -74,32 +74,40 @@ def canonical_method(method: str, window: int | None = None, period: int | None 
 # ---------------------------------------------------------------- one run's configuration
 
 
+def setting(default, role: str):
+    """A run configuration field and where its value comes from: ``cell`` (the task, method and
+    seed), ``run`` (the recipe, overridable for the cell's own run) or ``shared`` (the recipe,
+    overridable, and ABC's source takes it too)."""
+    return field(default=default, metadata={"role": role})
+
+
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything one training run depends on; a checkpoint carries it."""
+    """Everything one training run depends on; a checkpoint carries it. Defaults are the ``paper``
+    recipe's."""
 
-    task: str = "successor"
-    arch: str = "encoder-decoder"  # the paper's encoder-decoder, or a GPT-style "decoder" (abcmini.decoder)
-    scheme: str = "vanilla"
-    period: int = 0  # CPI period T (0: off)
-    cpi_from: str = "start"  # CPI positions of the input counted from its first token or its "end"
-    window: int | None = None  # ABS window w (None: no window)
-    bias_file: str | None = None  # ABC bias, relative to the run directory (or absolute)
-    preset: str = "cpu"
-    enc_layers: int | None = None  # None: the preset's
-    pe_scale: float = 1.0  # amplitude of the sinusoidal encoding
-    pad_width: int | None = 64  # fixed frame; None: growing geometry (pad width follows the length)
-    frame_spread: int = 0  # each training batch in a frame of pad_width … pad_width + frame_spread digits (validation: pad_width)
-    seed: int = 0
-    data_seed: int = 0
-    steps: int = 4000
-    batch_size: int = 128
-    lr: float = 1e-3
-    warmup: int = 100
-    stop_at: float | None = None  # stop once validation exact match reaches this …
-    train_on: float = 1.0  # … or, reached first at step s, at the first evaluation from step train_on·s on
-    eval_every: int = 250
-    valid_size: int = 1000
+    task: str = setting("successor", "cell")
+    arch: str = setting(PAPER.arch, "shared")  # the paper's encoder-decoder, or a GPT-style "decoder" (abcmini.decoder)
+    scheme: str = setting("vanilla", "cell")
+    period: int = setting(0, "cell")  # CPI period T (0: off)
+    cpi_from: str = setting(PAPER.cpi_from, "run")  # CPI positions of the input counted from its first token or its "end"
+    window: int | None = setting(None, "cell")  # ABS window w (None: no window)
+    bias_file: str | None = setting(None, "run")  # ABC bias, relative to the run directory (or absolute)
+    preset: str = setting(PAPER.preset, "shared")
+    enc_layers: int | None = setting(None, "run")  # None: the preset's
+    pe_scale: float = setting(1.0, "run")  # amplitude of the sinusoidal encoding
+    pad_width: int | None = setting(PAPER.pad_width, "shared")  # fixed frame; None: growing geometry (pad width follows the length)
+    frame_spread: int = setting(0, "run")  # each training batch in a frame of pad_width … pad_width + frame_spread digits (validation: pad_width)
+    seed: int = setting(0, "cell")
+    data_seed: int = setting(0, "shared")
+    steps: int = setting(PAPER.steps, "run")
+    batch_size: int = setting(PAPER.batch_size, "shared")
+    lr: float = setting(PAPER.lr, "shared")
+    warmup: int = setting(PAPER.warmup, "shared")
+    stop_at: float | None = setting(None, "run")  # stop once validation exact match reaches this …
+    train_on: float = setting(1.0, "run")  # … or, reached first at step s, at the first evaluation from step train_on·s on
+    eval_every: int = setting(PAPER.eval_every, "shared")
+    valid_size: int = setting(PAPER.valid_size, "shared")
 
     def __post_init__(self):
         check_task(self.task)
@@ -155,15 +163,20 @@ class RunConfig:
         return asdict(self)
 
 
+def from_fields(cls, data: dict, what: str):
+    """``cls(**data)``, or one line saying ``data`` is not a ``what`` of this version."""
+    unknown = sorted(str(k) for k in set(data) - {f.name for f in fields(cls)})
+    if unknown:
+        raise ConfigError(f"{what} has unknown field {unknown[0]!r}; it comes from another version or program")
+    try:
+        return cls(**data)
+    except (TypeError, ValueError, KeyError) as error:  # a missing field, or a value of the wrong kind
+        raise ConfigError(f"{what} does not hold this version's fields ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
+
+
 def run_config_of(state: dict) -> RunConfig:
     """The run configuration a checkpoint carries, or one line saying it is not one of this version's."""
-    unknown = sorted(str(k) for k in set(state["config"]) - {f.name for f in fields(RunConfig)})
-    if unknown:
-        raise ConfigError(f"checkpoint config has unknown field {unknown[0]!r}; it comes from another version or program")
-    try:
-        return RunConfig(**state["config"])
-    except (TypeError, ValueError, KeyError) as error:  # a missing field, or a value of the wrong kind
-        raise ConfigError(f"checkpoint config is not a run's ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
+    return from_fields(RunConfig, state["config"], "checkpoint config")
 
 
 def learning_rate(cfg: RunConfig, step: int, reached: int | None = None) -> float:
@@ -185,13 +198,16 @@ def half_cosine(progress: float) -> float:
 # ---------------------------------------------------------------- cells and their resolution
 
 ABC_BIAS = "abc_bias.pt"  # an ABC run's bias file, inside its run directory
-RUN_FIELDS = ("arch", "preset", "enc_layers", "pe_scale", "cpi_from", "pad_width", "frame_spread", "data_seed", "steps", "batch_size", "lr", "warmup",
-              "stop_at", "train_on", "eval_every", "valid_size", "bias_file")
-SHARED_FIELDS = ("arch", "preset", "pad_width", "data_seed", "batch_size", "lr", "warmup", "eval_every", "valid_size")  # source and retraining
+RUN_FIELDS = tuple(f.name for f in fields(RunConfig) if f.metadata["role"] != "cell")  # a recipe's, overridable
+SHARED_FIELDS = tuple(f.name for f in fields(RunConfig) if f.metadata["role"] == "shared")  # ABC's source and retraining
 CALIBRATION_FIELDS = tuple(f.name for f in fields(Calibration))
 TEST_FIELDS = ("lengths", "test_seed", "test_frame")
-OPTION_NAMES = {"bias_file": "bias"}  # fields the train command spells otherwise
-OVERRIDABLE = RUN_FIELDS + ("abc_pad_width",) + CALIBRATION_FIELDS + TEST_FIELDS
+OVERRIDABLE = RUN_FIELDS + ("abc_pad_width",) + CALIBRATION_FIELDS + TEST_FIELDS  # each one an option of ``abcmini train``
+
+
+def option_name(field: str) -> str:
+    """The ``abcmini train`` parameter that overrides ``field`` (``--bias FILE``, ``--calibration-seed``)."""
+    return {"bias_file": "bias", "seed": "calibration_seed"}.get(field, field)
 
 
 @dataclass(frozen=True)
@@ -243,7 +259,7 @@ class Experiment:
     @property
     def command(self) -> str:
         """The ``abcmini train`` command that runs this cell (a recipe file by its name)."""
-        options = ["--growing" if key == "pad_width" and value is None else f"--{OPTION_NAMES.get(key, key).replace('_', '-')}={_slug(value)}"
+        options = ["--growing" if key == "pad_width" and value is None else f"--{option_name(key).replace('_', '-')}={_slug(value)}"
                    for key, value in self.overrides]
         return " ".join(["abcmini train --recipe", self.recipe, "--task", self.cell.task, "--method", self.cell.method,
                          "--seed", str(self.cell.seed), *options])
@@ -260,6 +276,20 @@ class Experiment:
     def to_dict(self) -> dict:
         """As JSON holds it (tuples as lists): what ``experiment.json`` and ``--dry-run`` show."""
         return json.loads(json.dumps(self._fields()))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Experiment":
+        """The experiment an ``experiment.json`` holds (``to_dict``'s inverse), or one line saying it is not one."""
+        what = "experiment record"
+        try:
+            run = from_fields(RunConfig, data["run"], f"{what}'s run")
+            return cls(data["recipe"], from_fields(Cell, data["cell"], f"{what}'s cell"), run,
+                       data["source"] and from_fields(RunConfig, data["source"], f"{what}'s source"),
+                       data["calibration"] and from_fields(Calibration, data["calibration"], f"{what}'s calibration"),
+                       tuple(data["lengths"]), data["test_seed"], tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in data["overrides"].items())),
+                       data.get("test_frame", "fixed"), data.get("test_pad_width", run.pad_width))
+        except (KeyError, TypeError, AttributeError) as error:
+            raise ConfigError(f"{what} does not hold this version's fields ({type(error).__name__}: {error})") from None
 
     def _fields(self) -> dict:
         return {"recipe": self.recipe, "identity": self.identity, "cell": asdict(self.cell), "run": self.run.to_dict(),

@@ -60,14 +60,14 @@ class Hooks:
     def evaluated(self, length: int, accuracy: float, seconds: float) -> None: ...
 
 
-def tracker_for(experiment: dict | None, cfg: RunConfig, run_dir: str, job_type: str, tracking: Tracking, group: str | None = None,
+def tracker_for(experiment: Experiment | None, cfg: RunConfig, run_dir: str, job_type: str, tracking: Tracking, group: str | None = None,
                 keep_id: bool = False, agent: bool = False, **config) -> Tracker:
     """A wandb run of a cell's stage (a run without an experiment record is its own group);
     ``agent``: the stage that reports the cell, the sweep agent's run under ``wandb agent``."""
-    config = {**(run_config(experiment, cfg.label) if experiment else {**cfg.to_dict(), "method": cfg.label}), **config}
-    cell = [experiment["cell"]["method"], experiment["recipe"]] if experiment else []
+    config = {**(run_config(experiment.to_dict(), cfg.label) if experiment else {**cfg.to_dict(), "method": cfg.label}), **config}
+    cell = [experiment.cell.method, experiment.recipe] if experiment else []
     tags = list(dict.fromkeys([cfg.task, cfg.label, *cell]))
-    group = group or (experiment or {}).get("identity") or os.path.basename(os.path.normpath(run_dir))
+    group = group or (experiment.identity if experiment else os.path.basename(os.path.normpath(run_dir)))
     return Tracker.start(tracking.enabled, run_dir, job_type, config, group, tags, tracking.project, keep_id, agent)
 
 
@@ -140,11 +140,11 @@ def train_stage(experiment: Experiment, run_dir: str, role: str, device, hooks: 
             pass
         record = read_eval(run_dir) if after else None
         if agent and under_agent() and record is not None:
-            with tracker_for(experiment.to_dict(), experiment.run, run_dir, "train", tracking, experiment.identity, agent=True,
+            with tracker_for(experiment, experiment.run, run_dir, "train", tracking, experiment.identity, agent=True,
                              **config) as tracker:
                 report_done(tracker, trainer, read_eval_of(run_dir, trainer.step_count, experiment.test_seed, experiment.test_frame))
         return trainer, record
-    with tracker_for(experiment.to_dict(), experiment.run, run_dir, "train", tracking, experiment.identity, keep_id=True, agent=agent,
+    with tracker_for(experiment, experiment.run, run_dir, "train", tracking, experiment.identity, keep_id=True, agent=agent,
                      **config) as tracker:
         if uses:
             tracker.use(uses)
@@ -187,7 +187,7 @@ def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
     return {**payload, "example": example, "config": cfg}
 
 
-def calibrate_stage(source_dir: str, out: str, settings: Calibration, experiment: dict, cfg: RunConfig, hooks: Hooks,
+def calibrate_stage(source_dir: str, out: str, settings: Calibration, experiment: Experiment | None, cfg: RunConfig, hooks: Hooks,
                     tracking: Tracking, group: str, source_identity: str) -> dict:
     """Calibrate ``source_dir`` into the bias file ``out`` with its heatmaps beside it, as one
     tracked wandb run that uses the source's model and logs the bias."""
@@ -207,37 +207,38 @@ def calibrate_stage(source_dir: str, out: str, settings: Calibration, experiment
     return {**result, "seconds": seconds, "pngs": pngs}
 
 
-def protocol_width(experiment: dict | None, cfg: RunConfig) -> int | None:
+def protocol_width(experiment: Experiment | None, cfg: RunConfig) -> int | None:
     """The protocol's frame: the experiment's ``test_pad_width`` (ABC trains in a frame of its
-    own), else the run's training frame (records from before the field existed)."""
-    return (experiment or {}).get("test_pad_width", cfg.pad_width)
+    own), else the run's training frame (a run without an experiment record)."""
+    return experiment.test_pad_width if experiment else cfg.pad_width
 
 
-def record(experiment: dict | None, cfg: RunConfig, history: list, test_seed: int, accuracy: dict, **extra) -> dict:
+def record(experiment: Experiment | None, cfg: RunConfig, history: list, test_seed: int, accuracy: dict, **extra) -> dict:
     """The result record of a run: its identity (``experiment``, the run's ``experiment.json``),
     protocol, training cost and accuracy per length."""
-    experiment, last = experiment or {}, history[-1] if history else {}
-    calibration = {"calibration": experiment["calibration"]} if experiment.get("calibration") else {}
-    return {"task": cfg.task, "arch": cfg.arch, "method": cfg.label, "cell_method": experiment.get("cell", {}).get("method"), "scheme": cfg.scheme,
+    cell, last = experiment.to_dict() if experiment else {}, history[-1] if history else {}
+    calibration = {"calibration": cell["calibration"]} if cell.get("calibration") else {}
+    return {"task": cfg.task, "arch": cfg.arch, "method": cfg.label, "cell_method": cell.get("cell", {}).get("method"), "scheme": cfg.scheme,
             "window": cfg.window, "period": cfg.period, "preset": cfg.preset, "pad_width": protocol_width(experiment, cfg),
             "train_pad_width": cfg.pad_width, "seed": cfg.seed,
-            "recipe": experiment.get("recipe"), "overrides": experiment.get("overrides", {}), **calibration, "test_seed": test_seed,
+            "recipe": cell.get("recipe"), "overrides": cell.get("overrides", {}), **calibration, "test_seed": test_seed,
             "train_steps": last.get("step"), "train_seconds": last.get("seconds"), "valid_acc": last.get("valid_acc"),
-            "version": __version__, "commit": commit(), "command": experiment.get("command"), **extra, "accuracy": {str(n): acc for n, acc in accuracy.items()}}
+            "version": __version__, "commit": commit(), "command": cell.get("command"), **extra, "accuracy": {str(n): acc for n, acc in accuracy.items()}}
 
 
-def evaluate(run_dir: str, experiment: dict | None, cfg: RunConfig, model, history: list, lengths, test_seed: int,
+def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model, history: list, lengths, test_seed: int,
              hooks: Hooks, tracker: Tracker, redo: bool = True, batch_size: int = 1000, started: float | None = None,
-             **extra) -> dict:
+             test_frame: str | None = None, **extra) -> dict:
     """Accuracy at ``lengths`` merged into ``RUN_DIR/eval.json`` and logged as the extrapolation
     curve (``redo=False``: lengths the record already holds for this training state and test
-    seed are not evaluated again). ``started``: when the job began, to record its wall time."""
-    follows = (experiment or {}).get("test_frame") == "follows"
+    seed are not evaluated again). ``started``: when the job began, to record its wall time;
+    ``test_frame``: another than the experiment's."""
+    follows = frame_of(experiment, test_frame) == "follows"
     state = (run_dir, history[-1]["step"] if history else None, test_seed, "follows" if follows else "fixed")
     previous = read_eval_of(*state)
     done = {} if redo else previous.get("accuracy", {})
     accuracy, seconds = {}, {}
-    for length, frame in zip(lengths, test_frames(experiment, cfg, lengths)):
+    for length, frame in zip(lengths, test_frames(experiment, cfg, lengths, test_frame)):
         if str(length) in done:
             continue
         began = time.perf_counter()
@@ -281,7 +282,7 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
         source = train_source(source_experiment, source_dir, device, hooks, tracking)
         bias_path = os.path.join(run_dir, ABC_BIAS)
         if not os.path.exists(bias_path):
-            result = calibrate_stage(source_dir, bias_path, experiment.calibration, experiment.to_dict(), experiment.run, hooks,
+            result = calibrate_stage(source_dir, bias_path, experiment.calibration, experiment, experiment.run, hooks,
                                      tracking, experiment.identity, source_experiment.identity)
             extra["calibration_seconds"] = result["seconds"]
         last = source.history[-1] if source.history else {}
@@ -290,7 +291,7 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
         uses = artifact_name("abc-bias", experiment.identity)
 
     def evaluation(trainer, tracker):
-        return evaluate(run_dir, experiment.to_dict(), trainer.cfg, trainer.model, trainer.history, experiment.lengths,
+        return evaluate(run_dir, experiment, trainer.cfg, trainer.model, trainer.history, experiment.lengths,
                         experiment.test_seed, hooks, tracker, redo=False, started=start, **extra)
 
     def evaluated(trainer):  # a finished cell whose record holds every length: nothing to do
@@ -306,44 +307,54 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
     return result
 
 
-def test_frames(experiment: dict | None, cfg: RunConfig, lengths) -> list[int]:
-    """The pad width of each test at ``lengths`` in the experiment's test frame: the protocol's
-    frame, or one that follows the length from it (ABC, trained in frames of its own, is tested in
-    the frames of every other method)."""
-    follows = (experiment or {}).get("test_frame") == "follows"
+def frame_of(experiment: Experiment | None, test_frame: str | None = None) -> str:
+    """``test_frame``, else the experiment's test frame, else the fixed one (a run without an experiment record)."""
+    return test_frame or (experiment.test_frame if experiment else "fixed")
+
+
+def test_frames(experiment: Experiment | None, cfg: RunConfig, lengths, test_frame: str | None = None) -> list[int]:
+    """The pad width of each test at ``lengths`` in the experiment's test frame (or ``test_frame``):
+    the protocol's frame, or one that follows the length from it (ABC, trained in frames of its
+    own, is tested in the frames of every other method)."""
+    follows = frame_of(experiment, test_frame) == "follows"
     return [pad_width_for(length, protocol_width(experiment, cfg), follows, cfg.period) for length in lengths]
 
 
 def check_cell_evaluation(experiment: Experiment, device) -> None:
     """Refuse, before training, a cell whose tests cannot fit in memory at its widest frame."""
-    check_evaluation(experiment.run, max(test_frames(experiment.to_dict(), experiment.run, experiment.lengths)), device)
+    check_evaluation(experiment.run, max(test_frames(experiment, experiment.run, experiment.lengths)), device)
 
 
 def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Hooks, tracking: Tracking,
                  batch_size: int = 1000, test_frame: str | None = None) -> dict:
     """``abcmini eval``: a trained run at ``lengths`` (default its experiment's) in its test frame
     (or ``test_frame``), as a tracked wandb run of its cell; merges into its ``eval.json``."""
-    experiment = read_experiment(run_dir) if os.path.isdir(run_dir) else None
+    experiment = experiment_of(run_dir)
     if test_frame is not None:
         check_test_frame(test_frame)
-        experiment = {**(experiment or {}), "test_frame": test_frame}
     state = load_checkpoint(run_dir)
     cfg, model = load_model(state, device)
-    lengths = tuple(lengths or (experiment or {}).get("lengths", ()))
+    lengths = tuple(lengths or (experiment.lengths if experiment else ()))
     if not lengths:
         raise UserError(f"{run_dir!r} has no experiment record to take test lengths from; pass --lengths")
-    frames = test_frames(experiment, cfg, lengths)  # every length fits, the batches
+    frames = test_frames(experiment, cfg, lengths, test_frame)  # every length fits, the batches
     check_evaluation(cfg, max(frames), device)  # fit in memory and the record can be written, before any work
     check_writable(run_dir, "RUN_DIR")
     read_eval(run_dir)  # a record of the wrong shape is refused before any work
-    test_seed = test_seed if test_seed is not None else (experiment or {}).get("test_seed", 0)
+    test_seed = test_seed if test_seed is not None else experiment.test_seed if experiment else 0
     with lock_run(run_dir):
         weights = {**checkpoint_identity(run_dir), "step": state["step"]}  # the model tested: checkpoint path, hash, step
         with tracker_for(experiment, cfg, run_dir, "eval", tracking, lengths=list(lengths), test_seed=test_seed, weights=weights) as tracker:
-            if experiment and experiment.get("identity"):
-                tracker.use(artifact_name("model", experiment["identity"]))
+            if experiment:
+                tracker.use(artifact_name("model", experiment.identity))
             return evaluate(run_dir, experiment, cfg, model, state["history"], lengths, test_seed, hooks, tracker, batch_size=batch_size,
-                            weights=weights)
+                            test_frame=test_frame, weights=weights)
+
+
+def experiment_of(run_dir: str) -> Experiment | None:
+    """The experiment a run directory's ``experiment.json`` records (None: it has none)."""
+    data = read_experiment(run_dir) if os.path.isdir(run_dir) else None
+    return Experiment.from_dict(data) if data is not None else None
 
 
 def use_threads(threads: int | None) -> None:

@@ -6,11 +6,13 @@ import glob
 import json
 import os
 
+import shlex
+
 import pytest
 import torch
 from typer.testing import CliRunner
 
-from abcmini.experiment import ABS_METHODS, ABS_TASKS, MAIN_METHODS, MAIN_TASKS, Cell
+from abcmini.experiment import ABS_METHODS, ABS_TASKS, MAIN_METHODS, MAIN_TASKS, OVERRIDABLE, Cell, Experiment, option_name
 from abcmini.recipes import PAPER, QUICK, RECIPES, load_recipe
 from abcmini.reproduce import plan, table_cells
 from abcmini.sweep import command_line, expand, load_sweep
@@ -81,6 +83,26 @@ def test_an_option_overrides_one_field_and_is_recorded():
     assert dry_run("--task", "addition", "--method", "abc", "--kappa-cross", PAPER.calibration.kappa_cross) == plain
     # options that only name the cell are no override either
     assert dry_run("--method", "vanilla", "--window", 1, "--period", 3)["experiment"] == dry_run("--method", "+T=3")["experiment"]
+
+
+@pytest.mark.usefixtures("empty_cwd")
+def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
+    """The schema is written once: each overridable field reaches its run through its own option,
+    and the command an experiment records resolves to the same experiment."""
+    changed = {"arch": "decoder", "preset": "tiny", "pe_scale": 0.5, "cpi_from": "end", "pad_width": 30, "frame_spread": 2,
+               "data_seed": 4, "steps": 77, "batch_size": 16, "lr": 0.002, "warmup": 7, "stop_at": 0.9, "train_on": 2.0, "eval_every": 11,
+               "valid_size": 33, "abc_pad_width": 12, "kappa_self": 0.5, "kappa_cross": 3.0, "min_support": 0.25, "samples": 40, "seed": 5,
+               "min_accuracy": 0.5, "lengths": (6, 9), "test_seed": 3, "test_frame": "follows"}
+    assert set(changed) == set(OVERRIDABLE) - {"bias_file", "enc_layers"}  # --bias: test_an_option_…; a decoder has no encoder
+    assert dry_run("--enc-layers", 2)["experiment"]["overrides"] == {"enc_layers": 2}
+    args = [f"--{option_name(field).replace('_', '-')}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for field, v in changed.items()]
+    resolved = dry_run("--task", "addition", "--method", "abc", *args)["experiment"]
+    assert {k: tuple(v) if isinstance(v, list) else v for k, v in resolved["overrides"].items()} == changed
+    experiment = Experiment.from_dict(resolved)
+    assert experiment.to_dict() == resolved and experiment.calibration.seed == 5 and experiment.run.cpi_from == "end"
+    assert experiment.source.lr == 0.002 and experiment.source.steps == PAPER.steps_addition_plain  # shared and own fields
+    again = dry_run(*shlex.split(experiment.command)[2:])["experiment"]
+    assert again == resolved
 
 
 @pytest.mark.usefixtures("empty_cwd")
@@ -177,7 +199,7 @@ def abc_twice(recipe: str, root) -> tuple[dict, dict]:
 def test_train_gives_reproduces_abc_cell_bit_for_bit(tmp_path):
     """A small recipe file (quick, in a pad-12 frame) so the default test run stays short."""
     recipe = tmp_path / "small.yaml"
-    recipe.write_text("base: quick\npad_width: 12\nlengths: [6, 12]\neval_every: 100\nvalid_size: 300\n"
+    recipe.write_text("base: quick\npad_width: 12\nlengths: [6, 12]\neval_every: 100\nvalid_size: 300\nabc_train_on: 1.5\n"
                       "calibration: {samples: 200}\n")
     from_reproduce, from_train = abc_twice(str(recipe), tmp_path)
     assert set(from_train) == {"6", "12"} and from_train == from_reproduce

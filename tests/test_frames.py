@@ -102,7 +102,7 @@ def test_a_model_trained_in_a_small_frame_is_tested_in_frames_as_wide_as_each_le
     start marker and next to the operand's last digit as in the training frame."""
     recipe = tmp_path / "small.yaml"
     recipe.write_text("base: long\npad_width: 8\nlengths: [6, 20, 45]\neval_every: 100\nvalid_size: 300\nsteps: 600\n"
-                      "calibration: {samples: 200}\n")
+                      "abc_train_on: 1.0\ncalibration: {samples: 200}\n")  # no train-on phase: this test is about frames
     out = tmp_path / "abc"
     result = CliRunner().invoke(app, ["train", "--recipe", str(recipe), "--task", "successor", "--method", "abc",
                                       "--no-wandb", "--threads", "2", "--out", str(out)])

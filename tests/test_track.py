@@ -162,7 +162,7 @@ def test_calibration_logs_attention_and_bias_heatmaps(offline, tmp_path):
     assert run.summary["calibration/seconds"] > 0
 
 
-SMALL = "base: quick\npad_width: 12\nabc_pad_width: 11\nlengths: [6, 12]\neval_every: 100\nvalid_size: 300\ncalibration: {samples: 200, kappa_cross: 2.5}\n"
+SMALL = "base: quick\npad_width: 12\nabc_pad_width: 11\nlengths: [6, 12]\neval_every: 100\nvalid_size: 300\nabc_train_on: 1.0\ncalibration: {samples: 200, kappa_cross: 2.5}\n"
 
 
 def test_reproduce_tracks_every_stage_of_an_abc_cell_and_records_a_failure(offline, tmp_path):
