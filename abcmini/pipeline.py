@@ -216,14 +216,14 @@ def protocol_width(experiment: Experiment | None, cfg: RunConfig) -> int | None:
 def record(experiment: Experiment | None, cfg: RunConfig, history: list, test_seed: int, accuracy: dict, **extra) -> dict:
     """The result record of a run: its identity (``experiment``, the run's ``experiment.json``),
     protocol, training cost and accuracy per length."""
-    cell, last = experiment.to_dict() if experiment else {}, history[-1] if history else {}
-    calibration = {"calibration": cell["calibration"]} if cell.get("calibration") else {}
-    return {"task": cfg.task, "arch": cfg.arch, "method": cfg.label, "cell_method": cell.get("cell", {}).get("method"), "scheme": cfg.scheme,
+    saved, last = experiment.to_dict() if experiment else {}, history[-1] if history else {}
+    calibration = {"calibration": saved["calibration"]} if saved.get("calibration") else {}
+    return {"task": cfg.task, "arch": cfg.arch, "method": cfg.label, "cell_method": saved.get("cell", {}).get("method"), "scheme": cfg.scheme,
             "window": cfg.window, "period": cfg.period, "preset": cfg.preset, "pad_width": protocol_width(experiment, cfg),
             "train_pad_width": cfg.pad_width, "seed": cfg.seed,
-            "recipe": cell.get("recipe"), "overrides": cell.get("overrides", {}), **calibration, "test_seed": test_seed,
+            "recipe": saved.get("recipe"), "overrides": saved.get("overrides", {}), **calibration, "test_seed": test_seed,
             "train_steps": last.get("step"), "train_seconds": last.get("seconds"), "valid_acc": last.get("valid_acc"),
-            "version": __version__, "commit": commit(), "command": cell.get("command"), **extra, "accuracy": {str(n): acc for n, acc in accuracy.items()}}
+            "version": __version__, "commit": commit(), "command": saved.get("command"), **extra, "accuracy": {str(n): acc for n, acc in accuracy.items()}}
 
 
 def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model, history: list, lengths, test_seed: int,

@@ -1,0 +1,24 @@
+"""One run's exact match at one length in frames of several widths:
+``python scripts/frames.py RUN_DIR LENGTH PAD_WIDTH [PAD_WIDTH …]``.
+
+Tells a method limited by the frame (the sequence grew past the training one) from one limited by
+the length (digits that were always leading zeros in training): the same numbers, tested in the
+training frame and in wider ones. Test seed 0, 10,000 numbers. docs/todays-methods.md uses it.
+"""
+
+import sys
+
+from abcmini.evaluate import extrapolation_accuracy
+from abcmini.store import load_checkpoint
+from abcmini.train import load_model
+
+
+def main(run_dir: str, length: int, widths: list[int]) -> None:
+    cfg, model = load_model(load_checkpoint(run_dir))
+    for width in widths:
+        accuracy = extrapolation_accuracy(model, cfg.task, length, width, 0, cfg.aligned)
+        print(f"{cfg.task} {cfg.label}: {length} digits in a frame of {width}: {100 * accuracy:.2f}%", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), [int(n) for n in sys.argv[3:]])
