@@ -276,11 +276,8 @@ def train(
     with user_errors():  # before torch is imported
         check_task(task)
         load_recipe(recipe)
-        for name, value in (("seed", seed), ("window", window), ("period", period), ("enc_layers", enc_layers), ("pad_width", pad_width),
-                            ("abc_pad_width", abc_pad_width), ("frame_spread", frame_spread), ("data_seed", data_seed), ("steps", steps), ("batch_size", batch_size),
-                            ("warmup", warmup), ("eval_every", eval_every), ("valid_size", valid_size), ("threads", threads),
-                            ("samples", samples), ("calibration_seed", calibration_seed), ("test_seed", test_seed)):
-            check_int(value, name)
+        for name, value in ctx.params.items():  # every integer option against its bounds (names.BIGGEST)
+            check_int(value, "calibration.seed" if name == "calibration_seed" else name, "--" + name.replace("_", "-"))
         if lengths:
             parse_integers(lengths, "--lengths", minimum=1)
     from abcmini import experiment as ex
@@ -369,6 +366,7 @@ def evaluate(
 
 @app.command("calibrate")
 def calibrate_command(
+    ctx: typer.Context,
     run_dir: str = typer.Argument(..., help="A run that has interpolated (trained without scaffolding)."),
     recipe: str = typer.Option(None, help="Recipe whose calibration settings apply [default: the run's, else paper]."),
     kappa_cross: float = typer.Option(None, help="Cross-attention dropoff factor: keep d_l > μ + κσ."),
@@ -388,7 +386,7 @@ def calibrate_command(
         check_int(seed, "seed")
     from dataclasses import asdict, replace
 
-    from abcmini.experiment import run_config_of
+    from abcmini.experiment import CALIBRATION_FIELDS, run_config_of
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, calibrate_stage, experiment_of
     from abcmini.recipes import RECIPES, load_recipe
@@ -401,8 +399,7 @@ def calibrate_command(
         state = load_checkpoint(run_dir)
         cfg = run_config_of(state)
         task = cfg.task
-        given = {"kappa_cross": kappa_cross, "kappa_self": kappa_self, "min_support": min_support, "samples": samples, "seed": seed,
-                 "min_accuracy": min_accuracy}
+        given = {name: ctx.params[name] for name in CALIBRATION_FIELDS}  # each calibration field is one option
         settings = replace(chosen.calibration, **{k: v for k, v in given.items() if v is not None})
         check_memory(cfg, "cpu", settings.samples, "calibration")
         path = out or os.path.join(run_dir, "abc_bias.pt")

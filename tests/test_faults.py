@@ -70,6 +70,8 @@ CASES = [
     (["train", "--valid-size", "10000000", "--pad-width", "300"], "10,000,000 validation examples needs about"),
     (["train", "--batch-size", "1000000000"], "--batch-size must be at most 10,000,000"),
     (["calibrate", "{w}/run", "--samples", "1000000000"], "--samples must be at most 10,000,000"),
+    (["train", "--method", "abc", "--calibration-seed", "-1", "--dry-run"], "--calibration-seed must be at least 0"),
+    (["train", "--test-seed", "99999999999", "--dry-run"], "--test-seed must be at most"),
     (["train", *TINY, "--out", "{w}/plain.txt"], "is a file, not a directory"),
     (["train", *TINY, "--out", "/proc/x"], "is not writable"),
     (["calibrate", "{w}/run", "--out", "{w}/thesis"], "is a directory"),
