@@ -24,22 +24,23 @@ ABS_METHODS = ("vanilla", "+w=1", "+T=3", "NoPE+w=1")
 # ---------------------------------------------------------------- methods
 
 
-def parse_method(method: str, window: int | None = None, period: int | None = None) -> tuple[str, int | None, int]:
-    """A method name → ``(positional scheme, ABS window, CPI period)``.
+def parse_method(method: str, window: int | None = None, period: int | None = None) -> tuple[str, int | None, int, bool]:
+    """A method name → ``(positional scheme, ABS window, CPI period, varied lengths)``.
 
     Names: a scheme (``vanilla``, ``nope``, ``rope``, ``alibi``, ``relative``), optionally
     followed by ``+w=W`` and ``+T=T`` (``vanilla+w=1+T=3``); the paper's table names ``+w=1``,
     ``+T=3`` (window 1 and period 3) and ``NoPE+w=1``; ``abc`` (ABC's retraining, ``nope``).
     ``window`` and ``period`` (the ``--window``/``--period`` options) add to a name that has none.
+    A final ``+varied`` trains on every length without leading zeros (``RunConfig.varied``).
     """
-    match = re.fullmatch(r"(vanilla|nope|NoPE|rope|alibi|relative|random|fire|abacus|coupling)?(?:\+w=(\d+))?(?:\+T=(\d+))?", method)
+    match = re.fullmatch(r"(vanilla|nope|NoPE|rope|alibi|relative|random|fire|abacus|coupling)?(?:\+w=(\d+))?(?:\+T=(\d+))?(\+varied)?", method)
     if method == "abc":
-        scheme, named_window, named_period = "nope", None, None
+        scheme, named_window, named_period, varied = "nope", None, None, False
     elif not method or not match:
         raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(SCHEMES)}, abc, +w=W, +T=T, NoPE+w=W "
-                          "(or a scheme with +w=W and/or +T=T, e.g. vanilla+w=1+T=3)")
+                          "(or a scheme with +w=W and/or +T=T, e.g. vanilla+w=1+T=3), each optionally +varied")
     else:
-        scheme = (match.group(1) or "vanilla").lower()
+        scheme, varied = (match.group(1) or "vanilla").lower(), bool(match.group(4))
         named_window = int(match.group(2)) if match.group(2) else None
         named_period = int(match.group(3)) if match.group(3) else None
         if named_period is not None and named_window is None:
@@ -53,12 +54,12 @@ def parse_method(method: str, window: int | None = None, period: int | None = No
         raise ConfigError(f"--window must be at least 0, got {window}")
     if period < 0:
         raise ConfigError(f"--period must be at least 0 (0 turns CPI off), got {period}")
-    return scheme, window, period
+    return scheme, window, period, varied
 
 
-def method_label(scheme: str, window: int | None, period: int, biased: bool = False) -> str:
-    """The method as the tables name it: ``vanilla+w=1+T=3``, ``nope+w=1``, ``rope``, ``nope+abc``."""
-    return f"{scheme}{f'+w={window}' if window is not None else ''}{f'+T={period}' if period else ''}{'+abc' if biased else ''}"
+def method_label(scheme: str, window: int | None, period: int, varied: bool = False, biased: bool = False) -> str:
+    """The method as the tables name it: ``vanilla+w=1+T=3``, ``nope+w=1``, ``abacus+varied``, ``nope+abc``."""
+    return f"{scheme}{f'+w={window}' if window is not None else ''}{f'+T={period}' if period else ''}{'+varied' if varied else ''}{'+abc' if biased else ''}"
 
 
 def canonical_method(method: str, window: int | None = None, period: int | None = None) -> str:
@@ -98,6 +99,7 @@ class RunConfig:
     pe_scale: float = setting(1.0, "run")  # amplitude of the sinusoidal encoding
     pad_width: int | None = setting(PAPER.pad_width, "shared")  # fixed frame; None: growing geometry (pad width follows the length)
     frame_spread: int = setting(0, "run")  # each training batch in a frame of pad_width … pad_width + frame_spread digits (validation: pad_width)
+    varied: bool = setting(False, "cell")  # each training batch one length of 1…7 digits in a frame of that length; tests in a frame of theirs
     seed: int = setting(0, "cell")
     data_seed: int = setting(0, "shared")
     steps: int = setting(PAPER.steps, "run")
@@ -132,6 +134,8 @@ class RunConfig:
             raise ConfigError(f"--arch is one of {', '.join(ARCHS)}, not {self.arch!r}")
         if self.arch == "decoder" and self.enc_layers:
             raise ConfigError("a decoder-only model (--arch decoder) has no encoder; drop --enc-layers")
+        if self.varied and (self.frame_spread or self.bias_file is not None):
+            raise ConfigError("+varied trains every batch in a frame of its numbers' length; it takes no --frame-spread and no ABC bias")
         if self.frame_spread and self.pad_width is None:
             raise ConfigError("--frame-spread widens a fixed frame; the growing geometry has none")
         if self.pad_width is not None and self.pad_width < POOL_DIGITS:
@@ -149,7 +153,7 @@ class RunConfig:
 
     @property
     def label(self) -> str:
-        return method_label(self.scheme, self.window, self.period, self.bias_file is not None)
+        return method_label(self.scheme, self.window, self.period, self.varied, biased=self.bias_file is not None)
 
     def model_config(self) -> ModelConfig:
         """The preset's model; a decoder-only one has two causal layers per decoder layer, as many
@@ -306,7 +310,7 @@ def _slug(value) -> str:
 def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = False) -> RunConfig:
     """The run of a cell, or with ``abc`` of ABC's source or retraining: those train in ABC's own
     frame and validation set, the same in every recipe, so one training serves every protocol."""
-    scheme, window, period = parse_method(method)
+    scheme, window, period, varied = parse_method(method)
     scaffolded = method == "abc" or window is not None
     generalizing = window is not None or scheme in TOKEN_SCHEMES + ("fire",)  # ABS and today's methods: one budget rule
     steps = recipe.steps_alibi if scheme == "alibi" else recipe.steps
@@ -319,7 +323,7 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = F
     if task == "nx1" and method == "abc":
         steps = recipe.steps_nx1_abc
     return RunConfig(
-        task=task, arch=recipe.arch, scheme=scheme, period=period, cpi_from=recipe.cpi_from if period else "start", window=window, bias_file=ABC_BIAS if method == "abc" else None, preset=recipe.preset,
+        task=task, arch=recipe.arch, scheme=scheme, period=period, varied=varied, cpi_from=recipe.cpi_from if period else "start", window=window, bias_file=ABC_BIAS if method == "abc" else None, preset=recipe.preset,
         enc_layers=0 if recipe.arch == "decoder" else recipe.enc_layers_in_attention if scheme in IN_ATTENTION else recipe.enc_layers,
         pe_scale=recipe.scaffold_pe_scale if scaffolded and scheme == "vanilla" and period == 0 else 1.0,
         pad_width=recipe.abc_pad_width if abc else recipe.pad_width, frame_spread=recipe.abc_frame_spread if abc and method == "abc" else 0, seed=seed, steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,

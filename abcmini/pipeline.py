@@ -315,7 +315,10 @@ def frame_of(experiment: Experiment | None, test_frame: str | None = None) -> st
 def test_frames(experiment: Experiment | None, cfg: RunConfig, lengths, test_frame: str | None = None) -> list[int]:
     """The pad width of each test at ``lengths`` in the experiment's test frame (or ``test_frame``):
     the protocol's frame, or one that follows the length from it (ABC, trained in frames of its
-    own, is tested in the frames of every other method)."""
+    own, is tested in the frames of every other method). A ``+varied`` run, trained without
+    leading zeros, is tested in a frame of exactly the length."""
+    if cfg.varied:
+        return list(lengths)
     follows = frame_of(experiment, test_frame) == "follows"
     return [pad_width_for(length, protocol_width(experiment, cfg), follows, cfg.period) for length in lengths]
 

@@ -231,6 +231,13 @@ def sample_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.G
     return a, b
 
 
+def by_length(numbers: torch.Tensor) -> list[torch.Tensor]:
+    """A split's numbers grouped by digit count: item ``ℓ − 1`` holds those of exactly ``ℓ``
+    digits (0 counts as one digit), for ``ℓ`` in 1 … ``POOL_DIGITS``."""
+    digits = 1 + (numbers[:, None] >= 10 ** torch.arange(1, POOL_DIGITS)).sum(dim=1)
+    return [numbers[digits == length] for length in range(1, POOL_DIGITS + 1)]
+
+
 # ---------------------------------------------------------------- extrapolation sets
 
 

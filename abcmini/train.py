@@ -14,7 +14,7 @@ from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig, learning_rate, run_config_of
 from abcmini.decoder import build_model
 from abcmini.store import CheckpointError, check_bias_matches, load_bias, load_checkpoint, save_checkpoint
-from abcmini.tasks import Pool, format_task, sample_operands
+from abcmini.tasks import POOL_DIGITS, Pool, by_length, format_task, sample_operands
 
 BUDGET = ("steps", "stop_at", "train_on")  # what a resumed run may change
 
@@ -77,16 +77,29 @@ class Trainer:
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
         self.pool = Pool.make(cfg.data_seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)
-        a, b = sample_operands(cfg.task, self.pool.valid, cfg.valid_size, torch.Generator().manual_seed(cfg.data_seed + 1))
-        self.valid = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
+        valid_generator = torch.Generator().manual_seed(cfg.data_seed + 1)
+        if cfg.varied:  # one validation set per length, each in its own frame; lengths the split lacks are left out
+            self.train_numbers = by_length(self.pool.train)
+            sizes = [len(part) for part in torch.arange(cfg.valid_size).tensor_split(POOL_DIGITS)]
+            self.valid_sets = [format_task(cfg.task, *sample_operands(cfg.task, numbers, size, valid_generator), length, cfg.aligned)
+                               for length, (numbers, size) in enumerate(zip(by_length(self.pool.valid), sizes), 1) if size and len(numbers)]
+        else:
+            a, b = sample_operands(cfg.task, self.pool.valid, cfg.valid_size, valid_generator)
+            self.valid_sets = [format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)]
+        self.valid = self.valid_sets[-1]  # the longest: what the attention figures draw
         self.step_count, self.history, self.elapsed = 0, [], 0.0
 
     def step(self) -> float:
         cfg = self.cfg
         self.model.train()
-        a, b = sample_operands(cfg.task, self.pool.train, cfg.batch_size, self.generator)
-        spread = int(torch.randint(cfg.frame_spread + 1, (1,), generator=self.generator)) if cfg.frame_spread else 0
-        batch = format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.aligned)
+        if cfg.varied:  # one length, uniform over 1 … 7 digits, in a frame of exactly that length
+            length = int(torch.randint(1, POOL_DIGITS + 1, (1,), generator=self.generator))
+            a, b = sample_operands(cfg.task, self.train_numbers[length - 1], cfg.batch_size, self.generator)
+            batch = format_task(cfg.task, a, b, length, cfg.aligned)
+        else:
+            a, b = sample_operands(cfg.task, self.pool.train, cfg.batch_size, self.generator)
+            spread = int(torch.randint(cfg.frame_spread + 1, (1,), generator=self.generator)) if cfg.frame_spread else 0
+            batch = format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.aligned)
         logits, _ = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
         loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.to(self.device).flatten())
         value = loss.item()
@@ -104,7 +117,7 @@ class Trainer:
         return value
 
     def validate(self) -> float:
-        return exact_match(self.model, self.valid).float().mean().item()
+        return torch.cat([exact_match(self.model, example) for example in self.valid_sets]).float().mean().item()
 
     def state(self) -> dict:
         return {
