@@ -222,11 +222,12 @@ def print_accuracy(record: dict) -> None:
 def train(
     ctx: typer.Context,
     task: str = typer.Option("successor", help="successor | addition | nx1 | parity | parity_class"),
-    method: str = typer.Option("vanilla", help="vanilla | nope | rope | alibi | relative | random | fire | abacus | coupling | abc, or ABS: +w=1 | +T=3 | NoPE+w=1 | vanilla+w=2+T=4 …"),
+    method: str = typer.Option("vanilla", help="vanilla | nope | rope | alibi | relative | random | fire | abacus | coupling | abc, or ABS: +w=1 | +T=3 | NoPE+w=1 | vanilla+w=2+T=4 …; a final +varied (abacus+varied) trains on every length of 1–7 digits, no leading zeros."),
     seed: int = typer.Option(0, help="Seed of the initialisation and batch order."),
     recipe: str = typer.Option("paper", help="paper | quick | a recipe YAML file; every value below defaults to it."),
     window: int = typer.Option(None, help="ABS window w (with a scheme as --method)."),
     period: int = typer.Option(None, help="CPI period T: positions i mod T."),
+    window_unit: str = typer.Option(None, help="ABS on Addition and N×1: the window's w counts input columns (column) or operand pairs (pair)."),
     preset: str = typer.Option(None, help="Model size: paper | cpu | tiny."),
     arch: str = typer.Option(None, help="encoder-decoder (the paper's) | decoder (GPT-style: prompt and answer in one causal sequence)."),
     enc_layers: int = typer.Option(None, help="Encoder depth (0: cross-attention reads the embedded input)."),

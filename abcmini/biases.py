@@ -55,7 +55,7 @@ def window_self_bias(n_q: int, n_k: int, w: int, device=None) -> torch.Tensor:
     return torch.zeros(n_q, n_k, device=device).masked_fill((offset < 0) | (offset > w), NEG_INF)
 
 
-def window_cross_bias(n_q: int, n_k: int, w: int, binary: bool = False, device=None) -> torch.Tensor:
+def window_cross_bias(n_q: int, n_k: int, w: int, binary: bool = False, device=None, pairs: bool = False) -> torch.Tensor:
     """``[q k]``: the anti-diagonal window, anchored at the least significant (right) end.
 
     Decoder row ``t`` reads output digit ``t`` (SOS for ``t = 0``) and emits digit ``t + 1``.
@@ -67,10 +67,16 @@ def window_cross_bias(n_q: int, n_k: int, w: int, binary: bool = False, device=N
     - Aligned binary input (``⊕ a_n b_n … a_1 b_1``): the row sees the pair of digit ``t + 1``,
       columns ``(n_k − 2 − 2t, n_k − 1 − 2t)``, and ``w`` columns on each side: the window spans
       two columns and steps two per row.
+    - ``pairs``: the unary window with each position a pair of columns, ``w`` counted in pairs:
+      the row sees pairs ``t − w … t + w`` (pair ``p`` is ``a_p b_p``), so that, as in the unary
+      case, the pair of the digit it emits is the newest for ``w = 1``. Without positional
+      encoding, the column window cannot tell ``a_{t+1}`` from ``b_{t+2}`` (docs/recipe.md).
     """
     t = rearrange(torch.arange(n_q, device=device), "q -> q 1")
     j = rearrange(torch.arange(n_k, device=device), "k -> 1 k")
-    if binary:
+    if binary and pairs:
+        low, high = n_k - 2 * (t + w), n_k - 2 * (t - w) + 1
+    elif binary:
         low, high = n_k - 2 * (t + 1) - w, n_k - 1 - 2 * t + w
     else:
         low, high = n_k - t - w, n_k - t + w
@@ -84,15 +90,15 @@ def window_cross_bias(n_q: int, n_k: int, w: int, binary: bool = False, device=N
 class Window(nn.Module):
     """The ABS scaffold with window ``w``: decoder self- and cross-attention biases."""
 
-    def __init__(self, w: int, binary: bool = False):
+    def __init__(self, w: int, binary: bool = False, pairs: bool = False):
         super().__init__()
-        self.w, self.binary = w, binary
+        self.w, self.binary, self.pairs = w, binary, pairs
 
     def forward(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``(self_bias [1 q q], cross_bias [1 q s])``, the same for every head (any layout)."""
         return (
             rearrange(window_self_bias(n_q, n_q, self.w, device), "q k -> 1 q k"),
-            rearrange(window_cross_bias(n_q, n_src, self.w, self.binary, device), "q k -> 1 q k"),
+            rearrange(window_cross_bias(n_q, n_src, self.w, self.binary, device, self.pairs), "q k -> 1 q k"),
         )
 
 

@@ -93,6 +93,7 @@ class RunConfig:
     period: int = setting(0, "cell")  # CPI period T (0: off)
     cpi_from: str = setting(PAPER.cpi_from, "run")  # CPI positions of the input counted from its first token or its "end"
     window: int | None = setting(None, "cell")  # ABS window w (None: no window)
+    window_unit: str = setting("column", "run")  # on an aligned binary input, w counts columns or operand pairs (biases.window_cross_bias)
     bias_file: str | None = setting(None, "run")  # ABC bias, relative to the run directory (or absolute)
     preset: str = setting(PAPER.preset, "shared")
     enc_layers: int | None = setting(None, "run")  # None: the preset's
@@ -128,6 +129,10 @@ class RunConfig:
         for option, ok, rule in checks:
             if not ok:
                 raise ConfigError(f"--{option} must be {rule}, got {getattr(self, option.replace('-', '_'))}")
+        if self.window_unit not in ("column", "pair"):
+            raise ConfigError(f"--window-unit is column or pair, not {self.window_unit!r}")
+        if self.window_unit == "pair" and not self.aligned:
+            raise ConfigError("--window-unit pair counts the window in operand pairs; it needs a window on Addition or N×1")
         if self.cpi_from not in ("start", "end"):
             raise ConfigError(f"--cpi-from is start or end, not {self.cpi_from!r}")
         if self.arch not in ARCHS:

@@ -14,7 +14,7 @@ from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig, learning_rate, run_config_of
 from abcmini.decoder import build_model
 from abcmini.store import CheckpointError, check_bias_matches, load_bias, load_checkpoint, save_checkpoint
-from abcmini.tasks import POOL_DIGITS, Pool, by_length, format_task, sample_operands
+from abcmini.tasks import POOL_DIGITS, Example, Pool, by_length, format_task, sample_operands
 
 BUDGET = ("steps", "stop_at", "train_on")  # what a resumed run may change
 
@@ -27,7 +27,7 @@ def scaffold(cfg: RunConfig, abc_bias: dict | None):
     """The scaffold a run trains and decodes with: its ABC bias, its ABS window, or None."""
     if abc_bias:
         return scaffold_from_state(abc_bias)
-    return Window(cfg.window, cfg.aligned) if cfg.window is not None else None
+    return Window(cfg.window, cfg.aligned, cfg.window_unit == "pair") if cfg.window is not None else None
 
 
 def same_bias(a: dict | None, b: dict | None) -> bool:
@@ -89,17 +89,23 @@ class Trainer:
         self.valid = self.valid_sets[-1]  # the longest: what the attention figures draw
         self.step_count, self.history, self.elapsed = 0, [], 0.0
 
+    def batch(self) -> Example:
+        """The next training batch: in the training frame (widened by up to ``frame_spread``
+        digits), or for a ``varied`` run numbers of one length, uniform over 1 … 7 digits, in a
+        frame of exactly that length."""
+        cfg = self.cfg
+        if cfg.varied:
+            length = int(torch.randint(1, POOL_DIGITS + 1, (1,), generator=self.generator))
+            a, b = sample_operands(cfg.task, self.train_numbers[length - 1], cfg.batch_size, self.generator)
+            return format_task(cfg.task, a, b, length, cfg.aligned)
+        a, b = sample_operands(cfg.task, self.pool.train, cfg.batch_size, self.generator)
+        spread = int(torch.randint(cfg.frame_spread + 1, (1,), generator=self.generator)) if cfg.frame_spread else 0
+        return format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.aligned)
+
     def step(self) -> float:
         cfg = self.cfg
         self.model.train()
-        if cfg.varied:  # one length, uniform over 1 … 7 digits, in a frame of exactly that length
-            length = int(torch.randint(1, POOL_DIGITS + 1, (1,), generator=self.generator))
-            a, b = sample_operands(cfg.task, self.train_numbers[length - 1], cfg.batch_size, self.generator)
-            batch = format_task(cfg.task, a, b, length, cfg.aligned)
-        else:
-            a, b = sample_operands(cfg.task, self.pool.train, cfg.batch_size, self.generator)
-            spread = int(torch.randint(cfg.frame_spread + 1, (1,), generator=self.generator)) if cfg.frame_spread else 0
-            batch = format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.aligned)
+        batch = self.batch()
         logits, _ = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
         loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.to(self.device).flatten())
         value = loss.item()

@@ -88,3 +88,24 @@ def test_aligned_inputs_put_each_pair_under_its_window():
     assert "".join(src[j] for j in range(7) if cross[2, j] == 0) == "17"
     nx1 = format_task("nx1", torch.tensor([[1, 2, 3]]), torch.tensor([7]), 3, aligned=True)
     assert detokenize(nx1.src[0]) == "*172737"
+
+
+def test_a_pair_window_counts_w_in_operand_pairs_with_the_emitted_pair_newest():
+    """``pairs``: the unary window (digits t − w … t + w) with each digit a pair ``a_p b_p``; row
+    t emits digit t + 1, whose pair is the newest it sees at w = 1. The column window instead
+    opens half of pair t + 2 (its b) and half of pair t (its a)."""
+    ex = format_task("addition", torch.tensor([[1, 2, 3, 4]]), torch.tensor([[5, 6, 7, 8]]), 4, aligned=True)
+    src = detokenize(ex.src[0])
+    assert src == "+15263748"
+    n_q, n_k = ex.tgt_out.shape[1], ex.src.shape[1]
+
+    def seen(bias, row):
+        return "".join(src[j] for j in range(n_k) if bias[row, j] == 0)
+
+    pairs, columns = window_cross_bias(n_q, n_k, 1, binary=True, pairs=True), window_cross_bias(n_q, n_k, 1, binary=True)
+    assert [seen(pairs, t) for t in range(4)] == ["48", "3748", "263748", "152637"]  # pairs t-1 … t+1
+    assert [seen(columns, t) for t in range(4)] == ["748", "6374", "5263", "+152"]
+    assert seen(window_cross_bias(n_q, n_k, 0, binary=True, pairs=True), 2) == "37"  # w = 0: pair t alone, as the unary digit t
+    for n_q in range(1, 20, 3):
+        for n_k in range(1, 20, 4):
+            assert (window_cross_bias(n_q, n_k, 2, True, pairs=True) == 0).any(dim=1).all()  # the no-NaN rule holds

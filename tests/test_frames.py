@@ -139,3 +139,33 @@ def test_a_frame_spread_trains_each_batch_in_a_frame_of_its_own_and_validates_in
     widths = {n_src - 1 for _, n_src, *_ in trainer.model._biases}  # "$" and the padded number
     assert widths == {8, 9, 10, 11}
     assert trainer.valid.src.shape[1] == 9
+
+
+def test_a_varied_run_trains_every_length_without_leading_zeros_and_is_tested_in_frames_of_the_length(tmp_path):
+    """``+varied`` (the input today's methods' papers train on): each batch holds numbers of one
+    length of 1 … 7 digits, in a frame of exactly that length, so no operand starts with a 0
+    unless it is the number 0; validation covers every length the held-out split has; each test
+    length is its own frame."""
+    from abcmini.experiment import Cell, RunConfig, resolve
+    from abcmini.pipeline import test_frames
+    from abcmini.recipes import DECODER
+    from abcmini.train import Trainer
+
+    experiment = resolve(DECODER, Cell.of("addition", "abacus+varied", 0))
+    assert experiment.run.varied and experiment.run.label == "abacus+varied" and experiment.name == "abacus+varied-s0"
+    assert test_frames(experiment, experiment.run, (6, 10, 500)) == [6, 10, 500]
+    fixed = resolve(DECODER, Cell.of("addition", "abacus", 0))
+    assert test_frames(fixed, fixed.run, (6, 10)) == [12, 15]  # without +varied: the protocol's frames
+    trainer = Trainer(RunConfig(task="addition", scheme="abacus", varied=True, preset="tiny", pad_width=12, batch_size=16, valid_size=70),
+                      str(tmp_path))
+    widths = set()
+    for _ in range(60):
+        batch = trainer.batch()
+        width = (batch.src.shape[1] - 2) // 2  # "$" a "+" b
+        widths.add(width)
+        a, b = batch.src[:, 1], batch.src[:, width + 2]  # each operand's leading digit
+        assert ((a != 0) | (width == 1)).all() and ((b != 0) | (width == 1)).all(), width
+    assert widths == set(range(1, 8))
+    assert [example.src.shape[1] for example in trainer.valid_sets] == [2 * width + 2 for width in range(2, 8)]  # no 1-digit number held out
+    assert sum(len(example.src) for example in trainer.valid_sets) == 60  # 70 split over 7 lengths, the 10 for 1 digit not held out
+    assert trainer.validate() >= 0 and trainer.step() > 0
