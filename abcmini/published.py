@@ -1,7 +1,9 @@
 """Published length generalization on variable-length multi-digit addition: the anchors that
 ``report`` and ``dashboard`` set beside the ``long`` recipe's results. Each holds its number as
 the authors state it, its source and its own protocol (training length, test length), which is
-not ours: these train on longer numbers and test without a fixed frame.
+not ours: these train on longer numbers and test without a fixed frame. Randomized positions
+(Ruoss et al. 2023) have none: that paper tests formal-language and binary tasks, not decimal
+addition.
 """
 
 from dataclasses import dataclass
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Anchor:
     method: str
+    scheme: str  # abcmini's ``--method`` scheme for it, whose rows the report sets beside it
     source: str
     task: str
     trained_digits: int
@@ -22,7 +25,7 @@ class Anchor:
 
 
 ANCHORS = (
-    Anchor("Abacus embeddings", "McLeish et al. 2024, arXiv:2405.17399", "addition", 20, 100, "up to 99%"),
-    Anchor("Position Coupling", "Cho et al. 2024, arXiv:2405.20671", "addition", 30, 200, "> 95%"),
-    Anchor("FIRE + index hints", "Zhou et al. 2024, arXiv:2402.09371", "addition", 40, 100, "> 98%"),
+    Anchor("Abacus embeddings", "abacus", "McLeish et al. 2024, arXiv:2405.17399", "addition", 20, 100, "up to 99%"),
+    Anchor("Position Coupling", "coupling", "Cho et al. 2024, arXiv:2405.20671", "addition", 30, 200, "> 95%"),
+    Anchor("FIRE + index hints", "fire", "Zhou et al. 2024, arXiv:2402.09371", "addition", 40, 100, "> 98%"),
 )

@@ -135,16 +135,23 @@ PUBLISHED_NOTE = ("Each published number is its authors' own, on variable-length
 
 
 def published_rows(cells: dict, records: list[dict]) -> list[tuple]:
-    """Our lengths of 100 digits and more next to the published anchors (``abcmini.published``),
-    each with its own protocol: training length, test length and their ratio."""
-    rows = [(a.method, a.task, f"1–{a.trained_digits}", str(a.tested_digits), f"{a.ratio:.1f}×", a.accuracy, a.source) for a in ANCHORS]
+    """The published anchors (``abcmini.published``), each followed by our runs of its scheme
+    (``abacus``, ``abacus+varied``), then our other methods: our lengths of 100 digits and more,
+    each row with its own protocol (training length, test length and their ratio)."""
     recipe = records[0].get("recipe") if records else None
-    for key in sorted(cells, key=_order):
-        task, method = key
-        for n in sorted(n for n in cells[key] if n >= LONG_LENGTH):
-            rows.append((f"abcmini {method}", task, f"1–{POOL_DIGITS}", str(n), f"{n / POOL_DIGITS:.0f}×", f"{cell(cells[key][n])}%",
-                         f"recipe {recipe}, {len(cells[key][n])} seed(s), this repository"))
-    return rows
+    ordered = sorted(cells, key=_order)
+
+    def ours(keys):
+        return [(f"abcmini {method}", task, f"1–{POOL_DIGITS}", str(n), f"{n / POOL_DIGITS:.0f}×", f"{cell(cells[(task, method)][n])}%",
+                 f"recipe {recipe}, {len(cells[(task, method)][n])} seed(s), this repository")
+                for task, method in keys for n in sorted(n for n in cells[(task, method)] if n >= LONG_LENGTH)]
+
+    rows, shown = [], set()
+    for a in ANCHORS:
+        mine = [key for key in ordered if key[1].split("+")[0] == a.scheme]
+        rows += [(a.method, a.task, f"1–{a.trained_digits}", str(a.tested_digits), f"{a.ratio:.1f}×", a.accuracy, a.source), *ours(mine)]
+        shown |= set(mine)
+    return rows + ours([key for key in ordered if key not in shown])
 
 
 def beside_published(cells: dict, records: list[dict]) -> str:

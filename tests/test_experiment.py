@@ -93,8 +93,10 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
                "data_seed": 4, "steps": 77, "batch_size": 16, "lr": 0.002, "warmup": 7, "stop_at": 0.9, "train_on": 2.0, "eval_every": 11,
                "valid_size": 33, "abc_pad_width": 12, "kappa_self": 0.5, "kappa_cross": 3.0, "min_support": 0.25, "samples": 40, "seed": 5,
                "min_accuracy": 0.5, "lengths": (6, 9), "test_seed": 3, "test_frame": "follows"}
-    assert set(changed) == set(OVERRIDABLE) - {"bias_file", "enc_layers"}  # --bias: test_an_option_…; a decoder has no encoder
+    assert set(changed) == set(OVERRIDABLE) - {"bias_file", "enc_layers", "window_unit"}  # --bias: test_an_option_…; a decoder has no encoder
     assert dry_run("--enc-layers", 2)["experiment"]["overrides"] == {"enc_layers": 2}
+    paired = dry_run("--task", "addition", "--method", "+w=1", "--window-unit", "pair")["experiment"]  # a window on a binary task
+    assert paired["overrides"] == {"window_unit": "pair"} and paired["run"]["window_unit"] == "pair"
     args = [f"--{option_name(field).replace('_', '-')}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for field, v in changed.items()]
     resolved = dry_run("--task", "addition", "--method", "abc", *args)["experiment"]
     assert {k: tuple(v) if isinstance(v, list) else v for k, v in resolved["overrides"].items()} == changed

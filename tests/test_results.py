@@ -43,3 +43,11 @@ def test_the_committed_decoder_only_page_is_what_its_command_generates(tmp_path)
         assert f.read() == text, "docs/decoder/results.md differs from its records: run abcmini report results/decoder --out docs/decoder/results.md"
     records = collect("results/decoder")
     assert records and all(r["arch"] == "decoder" for r in records)
+    methods = {r["method"] for r in records}
+    for scheme in ("random", "fire", "abacus", "coupling"):  # today's methods, as trained in the protocol's frame and +varied
+        assert {scheme, f"{scheme}+varied"} <= methods, scheme
+        assert f"| successor | {scheme} |" in text and f"| successor | {scheme}+varied |" in text
+    lines = text.splitlines()
+    for anchor in ANCHORS:  # each published figure, then ours of its scheme
+        row = next(i for i, line in enumerate(lines) if line.startswith(f"| {anchor.method} |"))
+        assert lines[row + 1].startswith(f"| abcmini {anchor.scheme} |"), lines[row + 1]
