@@ -70,7 +70,7 @@ def window_cross_bias(n_q: int, n_k: int, w: int, binary: bool = False, device=N
     - ``pairs``: the unary window with each position a pair of columns, ``w`` counted in pairs:
       the row sees pairs ``t − w … t + w`` (pair ``p`` is ``a_p b_p``), so that, as in the unary
       case, the pair of the digit it emits is the newest for ``w = 1``. Without positional
-      encoding, the column window cannot tell ``a_{t+1}`` from ``b_{t+2}`` (docs/recipe.md).
+      encoding, the column window cannot tell ``a_{t+1}`` from ``b_{t+2}`` (docs/paper-gaps.md).
     """
     t = rearrange(torch.arange(n_q, device=device), "q -> q 1")
     j = rearrange(torch.arange(n_k, device=device), "k -> 1 k")
