@@ -66,16 +66,20 @@ class DecoderOnly(Scaffolded):
             pos = (pos - (n_src - 1 if self.cfg.cpi_from == "end" else 0)) % self.cfg.period
         return pos
 
-    def forward(self, src, tgt_in, need_weights=False, shift=None, total: int | None = None):
+    def forward(self, src, tgt_in, need_weights=False, shift=None, total: int | None = None, answer_rows: int | None = None):
         """Logits ``[b q vocab]`` of the answer rows, and per layer the answer rows' attention
         split into ``cross`` (→ prompt ``[b h q s]``) and ``self`` (→ answer ``[b h q q]``).
-        ``shift``, ``total``: the token positions' draw and final length when decoding."""
+        ``shift``, ``total``: the token positions' draw and final length when decoding.
+        ``answer_rows``: only the first rows of the answer, as the whole pass computes them (the
+        attention is causal), at the cost of a pass over the prompt and those rows."""
         n_src, n_q = src.shape[1], tgt_in.shape[1]
         pos, sequence = self.positions(n_src, n_q, src.device), torch.cat([src, tgt_in], dim=1)
         shift = self.shift(src, n_q) if shift is None else shift
         x, attention = self.place(self.embed_tokens(sequence, pos), sequence, n_src, shift, total), []
+        keep = n_src + min(answer_rows or n_q, n_q)
+        x, pos = x[:, :keep], pos[:keep]
         for layer, bias in zip(self.layers, self.biases(n_q, n_src, src.device, self.layout(src))):
-            x, probs = layer(x, pos, pos, bias, need_weights=need_weights)
+            x, probs = layer(x, pos, pos, bias[..., :keep, :keep], need_weights=need_weights)
             attention.append({"self": probs[..., n_src:, n_src:], "cross": probs[..., n_src:, :n_src]} if need_weights else
                              {"self": None, "cross": None})
         return self.to_logits(self.norm(x[:, n_src:])), attention

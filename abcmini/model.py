@@ -224,6 +224,12 @@ class Scaffolded(nn.Module):
         extra = self.token_positions(tokens, answer_from, shift, total)
         return x + (extra[:, -last:] if last else extra)
 
+    @property
+    def batch_invariant(self) -> bool:
+        """Whether an example's logits do not depend on the batch around it: not so for randomized
+        positions, whose test draw gives each row of a batch its own positions."""
+        return self.token_positions is None or self.token_positions.scheme != "random"
+
     def set_scaffold(self, scaffold: nn.Module | None) -> None:
         """Another scaffold (or None): biases of the old one are never served."""
         self.scaffold, self._biases = scaffold, {}
@@ -283,20 +289,24 @@ class Transformer(Scaffolded):
             x, _ = layer(x, pos, pos)
         return self.enc_norm(x)
 
-    def decode(self, tgt_in, memory, need_weights=False, layout: Layout | None = None, shift=None, total: int | None = None):
+    def decode(self, tgt_in, memory, need_weights=False, layout: Layout | None = None, shift=None, total: int | None = None,
+               answer_rows: int | None = None):
         """Teacher-forced decoder pass with the scaffold's biases and the causal mask.
-        Returns logits ``[b T vocab]`` and per-layer attention."""
+        Returns logits ``[b T vocab]`` and per-layer attention; ``answer_rows``: only the first
+        ``T`` rows, as the whole pass computes them (the decoder is causal)."""
         n, device = tgt_in.shape[1], tgt_in.device
         pos, mem_pos = self.positions(n, device=device), self.input_positions(memory.shape[1], device=device)
         x, attention = self.place(self.embed_tokens(tgt_in, pos), tgt_in, 0, shift, total), []
+        keep = min(answer_rows or n, n)
+        x, pos = x[:, :keep], pos[:keep]
         for layer, (self_bias, cross_bias) in zip(self.decoder, self.biases(n, memory.shape[1], device, layout)):
-            x, probs = layer(x, memory, pos, pos, mem_pos, self_bias, cross_bias, need_weights=need_weights)
+            x, probs = layer(x, memory, pos, pos, mem_pos, rows(self_bias, 0, keep, keep), rows(cross_bias, 0, keep), need_weights=need_weights)
             attention.append(probs)
         return self.to_logits(self.dec_norm(x)), attention
 
-    def forward(self, src, tgt_in, need_weights=False):
+    def forward(self, src, tgt_in, need_weights=False, answer_rows: int | None = None):
         shift = self.shift(src, tgt_in.shape[1])
-        return self.decode(tgt_in, self.encode(src, shift), need_weights, self.layout(src), shift)
+        return self.decode(tgt_in, self.encode(src, shift), need_weights, self.layout(src), shift, answer_rows=answer_rows)
 
     @torch.no_grad()
     def greedy(self, src, steps: int, use_cache: bool = True) -> torch.Tensor:

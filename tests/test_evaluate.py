@@ -1,0 +1,41 @@
+"""Exact match: the screened teacher-forced pass gives greedy decoding's verdict on every
+example, whether it goes wrong early (screened out), late (past the screen) or never."""
+
+import pytest
+import torch
+
+from abcmini.biases import Window
+from abcmini.decoder import build_model
+from abcmini.evaluate import exact_match
+from abcmini.model import PRESETS, ModelConfig
+from abcmini.positions import SCHEMES
+from abcmini.tasks import Example, exact_length_numbers, format_task
+from test_model import Fixed, random_bias
+
+
+def targets_of_its_own(model, src: torch.Tensor, steps: int, screen: int) -> tuple[Example, torch.Tensor]:
+    """The model's own greedy answers as targets, one token changed in two thirds of them: in
+    the screened rows for a third, after them for another; and which targets greedy reproduces."""
+    decoded = model.greedy(src, steps)
+    wrong_at = torch.tensor([[-1, screen // 2, steps - 2][i % 3] for i in range(len(src))])
+    target = decoded.clone()
+    rows = torch.nonzero(wrong_at >= 0).flatten()
+    target[rows, wrong_at[rows]] = (target[rows, wrong_at[rows]] + 1) % 10
+    sos = torch.full((len(src), 1), model.cfg.sos, dtype=torch.long)
+    return Example(src, torch.cat([sos, target[:, :-1]], dim=1), target), wrong_at < 0
+
+
+@pytest.mark.parametrize("arch", ["encoder-decoder", "decoder"])
+@pytest.mark.parametrize("scheme,scaffold", [(scheme, "none") for scheme in SCHEMES] + [("nope", "window"), ("nope", "bias")])
+def test_a_screened_pass_gives_greedy_decodings_verdict(arch, scheme, scaffold):
+    torch.manual_seed(0)
+    ex = format_task("addition", exact_length_numbers(12, 0)[:18], exact_length_numbers(12, 1)[:18], 14)
+    steps, n_src = ex.tgt_out.shape[1], ex.src.shape[1]
+    chosen = {"none": None, "window": Window(1),
+              "bias": Fixed(random_bias(4, steps, steps, 1), random_bias(4, steps, n_src, 2))}[scaffold]
+    cfg = ModelConfig(**{**PRESETS["tiny"], "heads": 4, "enc_layers": 1}, arch=arch, scheme=scheme, cpi_from="end")
+    model = build_model(cfg, chosen).eval()
+    example, greedy_hits = targets_of_its_own(model, ex.src, steps, screen=3)
+    batch = len(ex.src) if scheme == "random" else 6  # randomized positions: each row of a batch its own test draw
+    assert torch.equal(exact_match(model, example, batch, screen_rows=3), greedy_hits)
+    assert torch.equal(exact_match(model, example, batch, screen_rows=0), greedy_hits)
