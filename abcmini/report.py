@@ -160,6 +160,56 @@ def beside_published(cells: dict, records: list[dict]) -> str:
     return "\n".join(lines) + f"\n\n{PUBLISHED_NOTE}\n"
 
 
+TODAYS_SCHEMES = ("random", "fire", "abacus", "coupling")
+MODELS = {"decoder": "decoder-only", "encoder-decoder": "encoder-decoder"}
+
+
+def family(method: str) -> str | None:
+    """``ABC``, ``ABS`` or today's scheme (``abacus`` for ``abacus+varied``): the methods that
+    the comparison with today's methods shows; None for the others."""
+    scheme = method.split("+")[0]
+    return "ABC" if method.endswith("+abc") else "ABS" if "+w=" in method else scheme if scheme in TODAYS_SCHEMES else None
+
+
+def published_figure(task: str, method: str) -> str:
+    """The published anchor of ``method``'s scheme on ``task``, as its authors state it, or –."""
+    found = [a for a in ANCHORS if a.scheme == family(method) and a.task == task]
+    return "; ".join(f"{a.accuracy} at {a.tested_digits} digits from 1–{a.trained_digits} ({a.source})" for a in found) or "–"
+
+
+def todays_methods(records: list[dict], beside: list[dict] = ()) -> str:
+    """Per task, today's methods (randomized positions, FIRE, Abacus, Position Coupling) beside
+    ABC and ABS: median [range] over seeds at every length, the median steps and training
+    seconds of a run (ABC: its retraining plus its source), and the published figure of the
+    method's scheme. A method of ``beside`` (another model) that ``records`` lack is shown with
+    its model named: ABS where only the encoder-decoder ran it."""
+    groups: dict = {}
+    for r in records:
+        if family(r["method"]):
+            groups.setdefault((r["task"], r["method"], r.get("arch", "encoder-decoder")), []).append(r)
+    ours = {(task, method) for task, method, _ in groups}
+    for r in beside:
+        if family(r["method"]) in ("ABC", "ABS") and (r["task"], r["method"]) not in ours:
+            groups.setdefault((r["task"], r["method"], r.get("arch", "encoder-decoder")), []).append(r)
+    lengths = sorted({int(n) for runs in groups.values() for r in runs for n in r["accuracy"]})
+    kinds = ("ABC", "ABS", *TODAYS_SCHEMES)
+    parts = []
+    for task in sorted({task for task, method, _ in groups if family(method) in TODAYS_SCHEMES}, key=lambda t: _order((t, ""))):
+        lines = ["| method | model | seeds | " + " | ".join(str(n) for n in lengths) + " | steps | training s | published |",
+                 "|---|---|---|" + "---|" * len(lengths) + "---|---|---|"]
+        for key in sorted((k for k in groups if k[0] == task), key=lambda k: (kinds.index(family(k[1])), k[1], k[2])):
+            runs = groups[key]
+            steps = statistics.median(r["train_steps"] + (r.get("interpolation_steps") or 0) for r in runs)
+            seconds = statistics.median(r["train_seconds"] + (r.get("interpolation_seconds") or 0) for r in runs)
+            accuracy = [cell([r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]]) for n in lengths]
+            lines.append(f"| `{key[1]}` | {MODELS.get(key[2], key[2])} | {len(runs)} | " + " | ".join(accuracy) +
+                         f" | {steps:,.0f} | {seconds:,.0f} | {published_figure(task, key[1])} |")
+        parts.append(f"### {task}\n\n" + "\n".join(lines) + "\n")
+    return "\n".join(parts) + ("\nExact match (%), median [range] over seeds, 10,000 test numbers per length; steps and training "
+                               "seconds: the median run's (ABC: retraining plus source), one core each beside other jobs. "
+                               "A published figure is its authors' own, on addition under their own protocol.\n")
+
+
 def test_costs(results: list[dict]) -> str:
     """Wall time of each test length (10,000 numbers, one process), per run."""
     timed = [r for r in results if r.get("test_seconds")]
@@ -271,6 +321,8 @@ def page(records: list[dict], figure_names: list[str] = (), invocations: list[di
         parts[2:4] = [f"## Every length\n\n{markdown(cells, lengths, paper=False)}",
                       f"## Beside published length generalization\n\n{beside_published(cells, kept)}"]
         parts.append(f"## Test cost\n\n{test_costs(kept)}")
+    if any(family(r["method"]) in TODAYS_SCHEMES for r in kept):
+        parts.append(f"## Today's methods beside ABC and ABS\n\n{todays_methods(kept, pool(beside)[0] if beside else [])}")
     if beside:
         parts.append(f"## Per seed, beside {', '.join(sorted({r.get('recipe') or '–' for r in beside}))}\n\n{per_seed(kept, pool(beside)[0], lengths)}")
     if any(r.get("lines") for r in kept):

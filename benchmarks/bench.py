@@ -1,6 +1,6 @@
 """abcmini's speed, each number measured side by side against its baseline in this one run.
 
-    python benchmarks/bench.py [--only throughput,decode,calibration,eval,mask]
+    python benchmarks/bench.py [--only throughput,decode,calibration,eval,mask,screen]
 
 1. training throughput (tokens/s, forward + backward + Adam) of our Transformer against
    ``torch.nn.Transformer`` with the same configuration (the ``cpu`` preset, pre-LN, GELU), and
@@ -15,7 +15,11 @@
    does) against greedy decoding with the KV cache;
 5. the attention mask layout the model gives ``scaled_dot_product_attention`` (``[1 h q k]``)
    against the ``[h q k]`` layout of a per-head bias (ABS windows, ABC, ALiBi), forward +
-   backward at the recipe's attention shapes: only the first keeps PyTorch's fused CPU kernel.
+   backward at the recipe's attention shapes: only the first keeps PyTorch's fused CPU kernel;
+6. exact match with the screen of the first answer rows against the whole pass alone, in the
+   decoder-only model on long Successor inputs: where every answer goes wrong early (a fresh
+   model on the real targets) and where every answer is right (the model's own greedy answers
+   as targets, the screen's worst case), with a check that both give the same verdicts.
 
 Speed does not depend on the weights, so models are freshly initialised.
 """
@@ -227,9 +231,31 @@ def mask_layout(repeats: int) -> None:
               f"speed-up {old_s / new_s:.1f}x")
 
 
+# ---------------------------------------------------------------- 6. the screened exact match
+
+
+def screened_exact_match(samples: int, batch_size: int) -> None:
+    """``exact_match`` with its screen of 16 rows against ``screen_rows=0``, interleaved."""
+    torch.manual_seed(0)
+    model = DecoderOnly(RunConfig(arch="decoder", preset="cpu").model_config()).eval()
+    print(f"6. exact match in the decoder-only model (cpu preset), Successor, {samples} numbers in batches of {batch_size}, "
+          f"{torch.get_num_threads()} threads:")
+    for length, own in ((100, False), (500, False), (100, True)):
+        a, _ = extrapolation_operands("successor", length, 0)
+        example = format_task("successor", a[:samples], None, length + 5)
+        if own:  # the model's own greedy answers: every one right, so the screen lets all through
+            answers = torch.cat([model.greedy(example.src[i : i + batch_size], example.tgt_out.shape[1]) for i in range(0, samples, batch_size)])
+            example = type(example)(example.src, torch.cat([example.tgt_in[:, :1], answers[:, :-1]], dim=1), answers)
+        whole, screened = timed(lambda: exact_match(model, example, batch_size, screen_rows=0), 1), \
+            timed(lambda: exact_match(model, example, batch_size), 1)
+        assert torch.equal(whole[1], screened[1])
+        print(f"   {length} digits, {'its own answers (all right)' if own else 'the real targets'} ({100 * whole[1].float().mean():.0f}% right): "
+              f"whole pass {whole[0]:.1f} s   screened {screened[0]:.1f} s   ratio {whole[0] / screened[0]:.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="throughput,decode,calibration,eval,mask")
+    parser.add_argument("--only", default="throughput,decode,calibration,eval,mask,screen")
     parser.add_argument("--decode-samples", type=int, default=200)
     args = parser.parse_args()
     wanted = args.only.split(",")
@@ -243,6 +269,8 @@ def main():
         evaluation_suite()
     if "mask" in wanted:
         mask_layout(repeats=5)
+    if "screen" in wanted:
+        screened_exact_match(samples=2000, batch_size=500)
 
 
 if __name__ == "__main__":

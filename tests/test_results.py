@@ -1,6 +1,8 @@
 """The results page and the README's headline table are generated from the result records in
 results/, never edited by hand."""
 
+import statistics
+
 from abcmini.dashboard import build
 from abcmini.published import ANCHORS
 from abcmini.report import collect, with_headline, write_report
@@ -37,10 +39,13 @@ def test_the_dashboard_of_the_long_records_sets_the_published_anchors_beside_our
     assert all(anchor.source in table for anchor in ANCHORS) and "abcmini nope+abc" in table
 
 
+DECODER_PAGE = "abcmini report results/decoder --out docs/decoder/results.md --beside results/long"
+
+
 def test_the_committed_decoder_only_page_is_what_its_command_generates(tmp_path):
-    text, _ = write_report("results/decoder", str(tmp_path / "decoder.md"))
+    text, _ = write_report("results/decoder", str(tmp_path / "decoder.md"), beside="results/long")
     with open("docs/decoder/results.md") as f:
-        assert f.read() == text, "docs/decoder/results.md differs from its records: run abcmini report results/decoder --out docs/decoder/results.md"
+        assert f.read() == text, f"docs/decoder/results.md differs from its records: run {DECODER_PAGE}"
     records = collect("results/decoder")
     assert records and all(r["arch"] == "decoder" for r in records)
     methods = {r["method"] for r in records}
@@ -51,3 +56,36 @@ def test_the_committed_decoder_only_page_is_what_its_command_generates(tmp_path)
     for anchor in ANCHORS:  # each published figure, then ours of its scheme
         row = next(i for i, line in enumerate(lines) if line.startswith(f"| {anchor.method} |"))
         assert lines[row + 1].startswith(f"| abcmini {anchor.scheme} |"), lines[row + 1]
+
+
+def todays_rows(text: str) -> dict:
+    """``{(task, method): cells}`` of the page's section on today's methods."""
+    section = text[text.index("## Today's methods beside ABC and ABS"):]
+    section, rows, task = section[: section.index("\n## ")], {}, None
+    for line in section.splitlines():
+        if line.startswith("### "):
+            task = line[4:]
+        elif line.startswith("| `"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[(task, cells[0].strip("`"))] = cells[1:]
+    return rows
+
+
+def test_the_decoder_pages_todays_methods_are_their_records_beside_abc_and_abs():
+    with open("docs/decoder/results.md") as f:
+        rows = todays_rows(f.read())
+    records = [r for r in collect("results/decoder") if r["method"].split("+")[0] in ("random", "fire", "abacus", "coupling")]
+    tasks = {r["task"] for r in records}
+    assert tasks >= {"successor", "addition"}
+    for task in tasks:  # ABC in the decoder-only model, ABS where only the encoder-decoder ran it
+        assert rows[(task, "nope+abc")][0] == "decoder-only"
+        assert rows[(task, "vanilla+w=1+T=3")][0] == "encoder-decoder"
+    for task, method in {(r["task"], r["method"]) for r in records}:
+        runs = [r for r in records if (r["task"], r["method"]) == (task, method)]
+        model, seeds, *accuracy = rows[(task, method)][:9]
+        assert (model, int(seeds)) == ("decoder-only", len(runs)), (task, method)
+        for n, shown in zip((6, 10, 20, 60, 100, 200, 500), accuracy):
+            median = 100 * statistics.median(r["accuracy"][str(n)] for r in runs)
+            assert float(shown.split(" ")[0]) == round(median, 2), (task, method, n, shown)
+        steps = statistics.median(r["train_steps"] for r in runs)
+        assert rows[(task, method)][9] == f"{steps:,.0f}"
