@@ -323,7 +323,7 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = F
         steps = recipe.steps_addition_plain
     if task in ("parity", "parity_class") and not scaffolded:
         steps = recipe.steps_parity_plain
-    if task == "nx1" and window is not None and recipe.steps_nx1_window is not None:
+    if task == "nx1" and generalizing and recipe.steps_nx1_window is not None:  # N×1 under the ABS rule: ABS's cap
         steps = recipe.steps_nx1_window
     if task == "nx1" and method == "abc":
         steps = recipe.steps_nx1_abc

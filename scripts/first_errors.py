@@ -2,7 +2,8 @@
 
 Decodes N (default 3,000) test numbers of LENGTH digits (test seed 0) in a frame of PAD_WIDTH and
 counts, over the wrong answers, how many first go wrong right after two output zeros and how many
-with a digit one too high (a carry added). docs/decoder-only.md uses it.
+with a digit one too high (a carry added), and at which answer digit (1: the least significant)
+each first goes wrong. docs/decoder-only.md and docs/todays-methods.md use it.
 """
 
 import sys
@@ -29,6 +30,8 @@ def main(run_dir: str, length: int, pad_width: int, samples: int = 3000) -> None
     one_high = (out[rows].gather(1, first[:, None]).flatten() == (target.gather(1, first[:, None]).flatten() + 1) % 10).sum()
     print(f"{len(rows)} wrong of {len(example.src)}; first wrong right after two output zeros: {int(after_zeros)}; "
           f"first wrong digit one too high: {int(one_high)}")
+    where = torch.bincount(first, minlength=steps)
+    print("first wrong at answer digit: " + ", ".join(f"{i + 1}: {int(n)}" for i, n in enumerate(where) if n))
 
 
 if __name__ == "__main__":
