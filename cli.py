@@ -436,11 +436,11 @@ def recipe_command(name: str = typer.Argument("paper", help="paper | quick | a r
 def report_command(
     runs_dir: str = typer.Argument("runs", help="Directory searched (recursively) for result records (eval.json)."),
     out: str = typer.Option(None, help="Markdown page to write, figures beside it [default: RUNS_DIR/report.md]."),
-    readme: str = typer.Option(None, help="Also fill this file's headline block (README.md) from the same records."),
+    readme: str = typer.Option(None, help="Also fill this file's generated blocks from the same records: README.md's headline, docs/todays-methods.md's methods table."),
     beside: str = typer.Option(None, help="Another directory of records (another recipe): each seed set beside its own."),
 ):
     """Both of the paper's tables (ours beside the paper's), training cost and one accuracy-vs-length figure per task."""
-    from abcmini.report import collect, with_headline, write_report
+    from abcmini.report import collect, with_blocks, write_report
     from abcmini.store import atomic_write
 
     with user_errors():
@@ -452,7 +452,7 @@ def report_command(
         text, pngs = write_report(runs_dir, out, beside=beside)
         if readme:
             with open(readme) as f:
-                filled = with_headline(f.read(), collect(runs_dir))
+                filled = with_blocks(f.read(), collect(runs_dir), collect(beside) if beside else [])
             atomic_write(readme, lambda f: f.write(filled.encode()))
     console.print(text, highlight=False, soft_wrap=True, markup=False)
     console.print(f"→ {out}, {', '.join(os.path.basename(p) for p in pngs)}{', ' + readme if readme else ''}", highlight=False, soft_wrap=True)

@@ -373,11 +373,21 @@ def write_report(root: str, out: str, invocations: list[dict] | None = None, bes
     return text, pngs
 
 
-HEADLINE = re.compile(r"(<!-- headline -->\n)(.*?)(<!-- /headline -->)", re.S)
+BLOCKS = {"headline": re.compile(r"(<!-- headline -->\n)(.*?)(<!-- /headline -->)", re.S),
+          "methods-table": re.compile(r"(<!-- methods-table -->\n)(.*?)(<!-- /methods-table -->)", re.S)}
 
 
-def with_headline(text: str, records: list[dict]) -> str:
-    """``text`` (the README) with its headline block replaced by the main table of ``records``."""
-    if not HEADLINE.search(text):
-        raise StoreError("no <!-- headline --> … <!-- /headline --> block to fill")
-    return HEADLINE.sub(lambda m: m.group(1) + headline(pool(records)[0]) + m.group(3), text)
+def with_blocks(text: str, records: list[dict], beside: list[dict] = ()) -> str:
+    """``text`` with each generated block it holds filled from ``records``: ``headline`` (the
+    README's main table) and ``methods-table`` (today's methods beside ABC and ABS, ABS from
+    ``beside`` where ``records`` lack it)."""
+    found = [name for name, block in BLOCKS.items() if block.search(text)]
+    if not found:
+        raise StoreError("no <!-- headline --> or <!-- methods-table --> block to fill")
+    tables = {"headline": lambda: headline(pool(records)[0]),
+              "methods-table": lambda: todays_methods(pool(records)[0], pool(list(beside))[0])}
+    for name in found:
+        table = tables[name]()
+        text = BLOCKS[name].sub(lambda m: m.group(1) + table + m.group(3), text)
+    return text
+

@@ -5,7 +5,7 @@ import statistics
 
 from abcmini.dashboard import build
 from abcmini.published import ANCHORS
-from abcmini.report import collect, with_headline, write_report
+from abcmini.report import collect, with_blocks, write_report
 
 
 def test_the_committed_results_page_is_what_its_command_generates(tmp_path):
@@ -18,7 +18,7 @@ def test_the_committed_results_page_is_what_its_command_generates(tmp_path):
 def test_the_readme_headline_is_the_records_main_table():
     with open("README.md") as f:
         readme = f.read()
-    assert with_headline(readme, collect("results/paper")) == readme, "README's headline table differs from results/paper"
+    assert with_blocks(readme, collect("results/paper")) == readme, "README's headline table differs from results/paper"
     assert "| addition | nope+abc | 3 |" in readme  # the block is not empty
 
 
@@ -56,6 +56,14 @@ def test_the_committed_decoder_only_page_is_what_its_command_generates(tmp_path)
     for anchor in ANCHORS:  # each published figure, then ours of its scheme
         row = next(i for i, line in enumerate(lines) if line.startswith(f"| {anchor.method} |"))
         assert lines[row + 1].startswith(f"| abcmini {anchor.scheme} |"), lines[row + 1]
+
+
+def test_the_methods_table_of_todays_methods_md_is_its_records():
+    with open("docs/todays-methods.md") as f:
+        text = f.read()
+    assert with_blocks(text, collect("results/decoder"), collect("results/long")) == text, \
+        f"docs/todays-methods.md's methods table differs from its records: run {DECODER_PAGE} --readme docs/todays-methods.md"
+    assert "| `coupling+varied` | decoder-only |" in text
 
 
 def todays_rows(text: str) -> dict:
