@@ -449,10 +449,14 @@ def report_command(
         out = out or os.path.join(runs_dir, "report.md")
         if beside and not os.path.isdir(beside):
             raise UserError(f"--beside directory {beside!r} does not exist")
-        text, pngs = write_report(runs_dir, out, beside=beside)
-        if readme:
-            with open(readme) as f:
+        filled = None
+        if readme:  # checked, and filled, before anything is written
+            if not os.path.isfile(readme):
+                raise UserError(f"--readme {readme!r} is not a file")
+            with open(readme, errors="replace") as f:
                 filled = with_blocks(f.read(), collect(runs_dir), collect(beside) if beside else [])
+        text, pngs = write_report(runs_dir, out, beside=beside)
+        if filled is not None:
             atomic_write(readme, lambda f: f.write(filled.encode()))
     console.print(text, highlight=False, soft_wrap=True, markup=False)
     console.print(f"→ {out}, {', '.join(os.path.basename(p) for p in pngs)}{', ' + readme if readme else ''}", highlight=False, soft_wrap=True)

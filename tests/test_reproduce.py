@@ -151,6 +151,15 @@ def test_report_refuses_an_empty_directory(tmp_path):
     assert result.exit_code == 2 and "no result records" in result.output
 
 
+def test_report_checks_its_readme_before_writing_anything(tmp_path):
+    notes, out = tmp_path / "notes.md", tmp_path / "out" / "report.md"
+    notes.write_text("no generated block here\n")
+    for readme, why in ((tmp_path / "missing.md", "is not a file"), (notes, "no <!-- headline -->")):
+        result = CliRunner().invoke(app, ["report", "results/decoder", "--out", str(out), "--readme", str(readme)])
+        assert result.exit_code == 2 and why in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    assert not out.parent.exists() and notes.read_text() == "no generated block here\n"
+
+
 PARENT = """
 import multiprocessing, os, sys, time
 from concurrent.futures import ProcessPoolExecutor
