@@ -83,7 +83,7 @@ class Recipe:
     steps_addition_plain: int = why(20000, "Vanilla Addition sits on a loss plateau for thousands of steps")
     steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
     steps_parity_plain: int = why(300, "Parity without a window fails and its long sequences are costly; capped short")
-    steps_nx1_window: int | None = why(None, "N×1 with an ABS window, and today's methods under its rule: their own step cap (none: steps)")
+    steps_nx1_window: int | None = why(None, "N×1 with an ABS window (and today's methods): its own step cap (none: steps)")
     steps_nx1_abc: int = why(12000, "ABC on N×1 reaches 99.9% late in frames of 10–20; a 4,000 cap cut its 3x short")
     scaffold_pe_scale: float = why(1 / 16, "+w=W: the uncycled sinusoidal encoding at 1/16 amplitude beside the window")
     cpi_from: str = why("start", "CPI (+T=3) counts input positions from the first token (the paper)")
@@ -138,7 +138,7 @@ LONG = PAPER.derive(
     cpi_from=("end", "CPI counted from the least significant digit keeps each digit's phase in any frame"),
     train_on=(3.0, "ABS windows train on to 3x the step that reached stop_at: carries over hundreds of digits need it"),
     valid_size=(500, "half the validation set: minutes, not hours"),
-    steps_nx1_window=(12000, "N×1 +T=3 reaches 99.9% late; trained on to 3x it passed 4,000 steps, and the cap cut carries short; today's methods share the cap"),
+    steps_nx1_window=(12000, "N×1 +T=3 reaches 99.9% late: 3x it passed 4,000 steps; today's methods share the ABS rule"),
 )
 DECODER = LONG.derive(
     name=("decoder", "the long protocol in a decoder-only model: prompt and answer in one causal sequence"),
