@@ -39,7 +39,7 @@ def test_the_dashboard_of_the_long_records_sets_the_published_anchors_beside_our
     assert all(anchor.source in table for anchor in ANCHORS) and "abcmini nope+abc" in table
 
 
-DECODER_PAGE = "abcmini report results/decoder --out docs/decoder/results.md --beside results/long"
+DECODER_PAGE = "abcmini report results/decoder --out docs/decoder/results.md --beside results/long --readme docs/todays-methods.md"
 
 
 def test_the_committed_decoder_only_page_is_what_its_command_generates(tmp_path):
@@ -62,7 +62,7 @@ def test_the_methods_table_of_todays_methods_md_is_its_records():
     with open("docs/todays-methods.md") as f:
         text = f.read()
     assert with_blocks(text, collect("results/decoder"), collect("results/long")) == text, \
-        f"docs/todays-methods.md's methods table differs from its records: run {DECODER_PAGE} --readme docs/todays-methods.md"
+        f"docs/todays-methods.md's methods table differs from its records: run {DECODER_PAGE}"
     assert "| `coupling+varied` | decoder-only |" in text
 
 
