@@ -10,10 +10,9 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from abcmini.model import ARCHS, PRESETS, ModelConfig
-from abcmini.positions import IN_ATTENTION, SCHEMES
+from abcmini.positions import IN_ATTENTION, SCHEMES, TODAYS_SCHEMES
 from abcmini.recipes import PAPER, Calibration, ConfigError, Recipe, check_test_frame
 from abcmini.tasks import POOL_DIGITS, check_task, is_binary
-from abcmini.token_positions import TOKEN_SCHEMES
 
 MAIN_TASKS = ("successor", "addition", "nx1")
 ABS_TASKS = ("successor", "addition", "nx1", "parity")
@@ -317,7 +316,7 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = F
     frame and validation set, the same in every recipe, so one training serves every protocol."""
     scheme, window, period, varied = parse_method(method)
     scaffolded = method == "abc" or window is not None
-    generalizing = window is not None or scheme in TOKEN_SCHEMES + ("fire",)  # ABS and today's methods: one budget rule
+    generalizing = window is not None or scheme in TODAYS_SCHEMES  # ABS and today's methods: one budget rule
     steps = recipe.steps_alibi if scheme == "alibi" else recipe.steps
     if task == "addition" and method == "vanilla":
         steps = recipe.steps_addition_plain

@@ -17,6 +17,7 @@ from abcmini.errors import UserError
 
 SCHEMES = ("vanilla", "nope", "rope", "alibi", "relative", "random", "fire", "abacus", "coupling")
 IN_ATTENTION = ("rope", "alibi", "relative", "fire")  # act inside self-attention, not on the embeddings
+TODAYS_SCHEMES = ("random", "fire", "abacus", "coupling")  # the length-generalization schemes of 2023–2024
 
 
 def check_scheme(scheme: str) -> None:

@@ -13,6 +13,7 @@ from collections import Counter
 
 from abcmini.figures import accuracy_curves, close, save
 from abcmini.paper import paper_accuracy
+from abcmini.positions import TODAYS_SCHEMES
 from abcmini.published import ANCHORS
 from abcmini.tasks import POOL_DIGITS
 from abcmini.store import EVAL_FILE, OTHER_TESTS, RECORD_SCHEMA, StoreError, atomic_write, check_fields, load_json
@@ -50,7 +51,11 @@ def describe_protocol(key: tuple) -> str:
     recipe, arch, preset, pad_width, test_frame = key
     frame = "growing geometry" if not pad_width else f"pad width {pad_width}" + (
         " in training, each test in a frame of its length plus the training numbers' leading zeros" if test_frame == "follows" else "")
-    return f"recipe {recipe}, {'decoder-only' if arch == 'decoder' else arch} model, preset {preset}, {frame}"
+    return f"recipe {recipe}, {model_name(arch)} model, preset {preset}, {frame}"
+
+
+def model_name(arch: str) -> str:
+    return "decoder-only" if arch == "decoder" else arch
 
 
 def training_frames(records: list[dict]) -> str:
@@ -160,10 +165,6 @@ def beside_published(cells: dict, records: list[dict]) -> str:
     return "\n".join(lines) + f"\n\n{PUBLISHED_NOTE}\n"
 
 
-TODAYS_SCHEMES = ("random", "fire", "abacus", "coupling")
-MODELS = {"decoder": "decoder-only", "encoder-decoder": "encoder-decoder"}
-
-
 def family(method: str) -> str | None:
     """``ABC``, ``ABS`` or today's scheme (``abacus`` for ``abacus+varied``): the methods that
     the comparison with today's methods shows; None for the others."""
@@ -202,7 +203,7 @@ def todays_methods(records: list[dict], beside: list[dict] = ()) -> str:
             steps = statistics.median(r["train_steps"] + (r.get("interpolation_steps") or 0) for r in runs)
             seconds = statistics.median(r["train_seconds"] + (r.get("interpolation_seconds") or 0) for r in runs)
             accuracy = [cell([r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]]) for n in lengths]
-            lines.append(f"| `{key[1]}` | {MODELS.get(key[2], key[2])} | {len(runs)} | " + " | ".join(accuracy) +
+            lines.append(f"| `{key[1]}` | {model_name(key[2])} | {len(runs)} | " + " | ".join(accuracy) +
                          f" | {steps:,.0f} | {seconds:,.0f} | {published_figure(task, key[1])} |")
         parts.append(f"### {task}\n\n" + "\n".join(lines) + "\n")
     return "\n".join(parts) + ("\nExact match (%), median [range] over seeds, 10,000 test numbers per length; steps and training "
