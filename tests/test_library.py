@@ -1,5 +1,5 @@
 """The core (positions, biases, calibrate, model, decoder) is a library: plain PyTorch that imports nothing
-of the run layer, and the README's example of ABC in another model runs as it stands there."""
+of the run layer, and the example of ABC in another model (docs/library.md) runs as it stands there."""
 
 import os
 import subprocess
@@ -23,17 +23,16 @@ def test_a_core_module_imports_nothing_of_the_run_layer(module):
     assert result.stdout.strip() == "", f"{module} imports {result.stdout.strip()}"
 
 
-def readme_example() -> str:
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
-    section = readme[readme.index("## Use ABC in your own model"):]
+def library_example() -> str:
+    with open(os.path.join(ROOT, "docs", "library.md")) as f:
+        section = f.read()
     start = section.index("```python\n") + len("```python\n")
     return section[start : section.index("```\n", start)]
 
 
-def test_the_readmes_example_runs_and_its_bias_reads_the_operand_at_100_digits():
+def test_the_library_example_runs_and_its_bias_reads_the_operand_at_100_digits():
     namespace = {}
-    exec(compile(readme_example(), "README.md", "exec"), namespace)
+    exec(compile(library_example(), "docs/library.md", "exec"), namespace)
     mask, out, test = namespace["mask"], namespace["out"], namespace["test"]
     a_last = 105  # "$" then the first operand's 105 digits
     for t in range(100):  # head 0, row t: the first operand's digit t + 1 and nothing else
