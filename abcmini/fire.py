@@ -12,6 +12,8 @@ import torch
 from einops import rearrange
 from torch import nn
 
+from abcmini.size_cache import cached
+
 
 class FIRE(nn.Module):
     def __init__(self, heads: int, causal: bool = True, hidden: int = 32, c: float = 1.0, threshold: float = 1.0):
@@ -20,13 +22,27 @@ class FIRE(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, heads))
         self.c = nn.Parameter(torch.tensor(float(c)))
         self.threshold = nn.Parameter(torch.tensor(float(threshold)))
+        self._biases = {}  # eval-mode biases by positions: a long test's batches share one
+
+    def train(self, mode: bool = True):
+        """Switching mode (``eval()`` included) forgets the biases: the parameters may have moved."""
+        self._biases.clear()
+        return super().train(mode)
 
     def psi(self, x: torch.Tensor) -> torch.Tensor:
         return torch.log(self.c.abs() * x + 1)
 
     def forward(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
         """``[h q k]``: the bias of queries at ``q_pos [q]`` over keys at ``k_pos [k]`` (causal: a
-        key after its query is masked, and gets the bias of distance 0)."""
+        key after its query is masked, and gets the bias of distance 0). In eval mode without
+        gradients the bias is built once per positions: a 500-digit test in batches of tens
+        otherwise rebuilds a ``[h q k]`` MLP output for every batch."""
+        if self.training or torch.is_grad_enabled():
+            return self.bias(q_pos, k_pos)
+        key = (str(q_pos.device), tuple(q_pos.tolist()), tuple(k_pos.tolist()))
+        return cached(self._biases, key, lambda: self.bias(q_pos, k_pos))
+
+    def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
         distance = (rearrange(q_pos, "q -> q 1") - rearrange(k_pos, "k -> 1 k")).float()
         distance = distance.clamp(min=0) if self.causal else distance.abs()
         reach = q_pos.float() + 1 if self.causal else (k_pos.max() - k_pos.min() + 1).float().expand(len(q_pos))  # i counted from 1

@@ -1,6 +1,6 @@
 """abcmini's speed, each number measured side by side against its baseline in this one run.
 
-    python benchmarks/bench.py [--only throughput,decode,calibration,eval,mask,screen]
+    python benchmarks/bench.py [--only throughput,decode,calibration,eval,mask,screen,fire]
 
 1. training throughput (tokens/s, forward + backward + Adam) of our Transformer against
    ``torch.nn.Transformer`` with the same configuration (the ``cpu`` preset, pre-LN, GELU), and
@@ -19,7 +19,10 @@
 6. exact match with the screen of the first answer rows against the whole pass alone, in the
    decoder-only model on long Successor inputs: where every answer goes wrong early (a fresh
    model on the real targets) and where every answer is right (the model's own greedy answers
-   as targets, the screen's worst case), with a check that both give the same verdicts.
+   as targets, the screen's worst case), with a check that both give the same verdicts;
+7. FIRE's test bias built once for a whole test against rebuilt for every batch (what a
+   500-digit test did before: its batches hold tens of numbers), in the decoder-only model on
+   500-digit Addition, with a check that both give the same verdicts.
 
 Speed does not depend on the weights, so models are freshly initialised.
 """
@@ -38,6 +41,7 @@ from abcmini.calibrate import calibrate
 from abcmini.decoder import DecoderOnly
 from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig
+from abcmini.limits import batch_for
 from abcmini.model import PRESETS, ModelConfig, Transformer
 from abcmini.positions import sinusoidal
 from abcmini.tasks import VOCAB, Pool, extrapolation_operands, format_task, sample_operands
@@ -253,9 +257,32 @@ def screened_exact_match(samples: int, batch_size: int) -> None:
               f"whole pass {whole[0]:.1f} s   screened {screened[0]:.1f} s   ratio {whole[0] / screened[0]:.2f}x")
 
 
+# ---------------------------------------------------------------- 7. FIRE's test bias
+
+
+def fire_test_bias(samples: int, length: int = 500) -> None:
+    """One ``exact_match`` over every batch (the bias built once) against one call per batch
+    (each call's ``eval()`` forgets the bias, so every batch builds it), interleaved."""
+    torch.manual_seed(0)
+    cfg = RunConfig(arch="decoder", preset="cpu", task="addition", scheme="fire", pad_width=12, varied=True)
+    model = DecoderOnly(cfg.model_config()).eval()
+    frame = length  # a +varied run's test frame
+    batch = batch_for(cfg, frame, 1000)
+    a, b = extrapolation_operands("addition", length, 0)
+    example = format_task("addition", a[:samples], b[:samples], frame)
+    parts = lambda: [type(example)(example.src[i : i + batch], example.tgt_in[i : i + batch], example.tgt_out[i : i + batch])  # noqa: E731
+                     for i in range(0, samples, batch)]
+    per_batch = timed(lambda: torch.cat([exact_match(model, part, batch) for part in parts()]), 1)
+    once = timed(lambda: exact_match(model, example, batch), 1)
+    assert torch.equal(per_batch[1], once[1])
+    print(f"7. FIRE in the decoder-only model (cpu preset), Addition at {length} digits, {samples} numbers in batches of {batch}, "
+          f"{torch.get_num_threads()} threads: built every batch {per_batch[0]:.1f} s   built once {once[0]:.1f} s   "
+          f"ratio {per_batch[0] / once[0]:.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="throughput,decode,calibration,eval,mask,screen")
+    parser.add_argument("--only", default="throughput,decode,calibration,eval,mask,screen,fire")
     parser.add_argument("--decode-samples", type=int, default=200)
     args = parser.parse_args()
     wanted = args.only.split(",")
@@ -271,6 +298,8 @@ def main():
         mask_layout(repeats=5)
     if "screen" in wanted:
         screened_exact_match(samples=2000, batch_size=500)
+    if "fire" in wanted:
+        fire_test_bias(samples=400)
 
 
 if __name__ == "__main__":

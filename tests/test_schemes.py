@@ -70,6 +70,25 @@ def test_fire_feeds_its_mlp_distances_normalized_into_0_1_at_every_length(causal
         assert torch.allclose(diagonal, diagonal[:, :1].expand_as(diagonal))  # distance 0: one bias at every position
 
 
+def test_fire_builds_a_test_bias_once_and_forgets_it_when_the_parameters_may_move():
+    fire, positions = FIRE(heads=4), torch.arange(50)
+    builds = []
+    fire.mlp[0].register_forward_hook(lambda module, args, out: builds.append(1))
+    fire.eval()
+    with torch.no_grad():
+        first = fire(positions, positions)
+        assert torch.equal(fire(positions, positions), first) and len(builds) == 1  # one build for every batch of a test
+        assert fire(positions[:20], positions[:20]).shape == (4, 20, 20) and len(builds) == 2  # other positions: their own
+    fire.train()
+    optimizer = torch.optim.SGD(fire.parameters(), lr=1.0)
+    fire(positions, positions).sum().backward()
+    optimizer.step()
+    fire.eval()
+    with torch.no_grad():
+        moved = fire(positions, positions)
+        assert torch.allclose(moved, fire.bias(positions, positions)) and not torch.allclose(moved, first)
+
+
 @pytest.mark.parametrize("arch", ["encoder-decoder", "decoder"])
 @pytest.mark.parametrize("scheme", NEW)
 def test_each_new_scheme_trains_and_decodes_in_both_models(tmp_path, arch, scheme):
