@@ -515,8 +515,8 @@ def reproduce_command(
     if dry_run:
         console.print_json(data=[{"out": job.run_dir, "source": job.source_dir, "experiment": job.experiment.to_dict()} for job in jobs])
         return
-    to_do = sum(not job.done() for job in jobs)
-    console.print(f"[bold]reproduce[/] {len(jobs)} runs ({to_do} to do) · recipe {chosen.name} · {tasks} · {methods} · "
+    to_do = {job for job in jobs if not job.done()}  # the bar counts these on top of the finished ones
+    console.print(f"[bold]reproduce[/] {len(jobs)} runs ({len(to_do)} to do) · recipe {chosen.name} · {tasks} · {methods} · "
                   f"seeds {list(seed_list)} · {workers} workers → {out}", soft_wrap=True)
     start = time.perf_counter()
     progress = Progress(TextColumn("reproduce"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"), TimeElapsedColumn(),
@@ -531,12 +531,12 @@ def reproduce_command(
             accs = " ".join(f"{n}:{100 * a:.1f}" for n, a in result["accuracy"].items()) if "accuracy" in result else "(ABC source, not tested)"
             console.print(f"{time.perf_counter() - start:7.0f}s  {job.cell.task:<9} {result['method']:<16} s{job.cell.seed}  "
                           f"{result['train_steps']} steps {result['train_seconds']:.0f}s  {accs}", highlight=False, soft_wrap=True)
-        progress.advance(bar)
+        progress.advance(bar, int(job in to_do))
         sys.stdout.flush()
 
     try:
         with progress:
-            bar = progress.add_task("cells", total=len(jobs), completed=len(jobs) - to_do)
+            bar = progress.add_task("cells", total=len(jobs), completed=len(jobs) - len(to_do))
             results = run_all(jobs, workers, on_done, Tracking(wandb, wandb_project))
     except (KeyboardInterrupt, Stopped) as stop:
         done = read_invocations(out)[-1]["done"]

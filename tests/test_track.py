@@ -172,6 +172,9 @@ def test_reproduce_tracks_every_stage_of_an_abc_cell_and_records_a_failure(offli
     ok = invoke("reproduce", "--recipe", recipe, "--tasks", "successor", "--methods", "abc", "--seeds", 0, "--workers", 1,
                 "--out", tmp_path / "ok")
     assert ok.exit_code == 0, ok.output
+    again = invoke("reproduce", "--recipe", recipe, "--tasks", "successor", "--methods", "abc", "--seeds", 0, "--workers", 1,
+                   "--out", tmp_path / "ok", "--no-wandb")
+    assert "2/2 cells" in again.output  # a finished run is counted once, not again when the resume passes it
     failed = invoke("reproduce", "--recipe", doomed, "--tasks", "successor", "--methods", "abc", "--seeds", 0, "--workers", 1,
                     "--out", tmp_path / "failed")
     assert failed.exit_code == 1 and "has not interpolated" in failed.output
