@@ -23,8 +23,10 @@ from plotly.subplots import make_subplots
 from abcmini.biases import Window, scaffold_from_state, stacked
 from abcmini.calibrate import average_attention
 from abcmini.paper import paper_accuracy
-from abcmini.report import (ABS_ROWS, LONG_LENGTH, MAIN_LENGTHS, MAIN_ROWS, PUBLISHED_COLUMNS, PUBLISHED_NOTE, TASK_ORDER, cell, collect,
-                            describe_protocol, pool, protocol, published_rows, summarize)
+from abcmini.positions import TODAYS_SCHEMES
+from abcmini.report import (ABS_ROWS, LONG_LENGTH, MAIN_LENGTHS, MAIN_ROWS, METHODS_NOTE, PUBLISHED_COLUMNS, PUBLISHED_NOTE, TASK_ORDER,
+                            cell, collect, describe_protocol, family, methods_beside, methods_rows, model_name, pool, protocol,
+                            published_rows, summarize)
 from abcmini.store import CHECKPOINT, StoreError, atomic_write, load_bias, load_checkpoint
 from abcmini.tasks import POOL_DIGITS, Example, Pool, detokenize, format_task, sample_operands
 from abcmini.train import load_model
@@ -56,6 +58,7 @@ def figure_html(fig: go.Figure, first: bool) -> str:
 
 def method_style(method: str) -> tuple[str, str]:
     """``(colour, marker symbol)`` of a method: fixed for the known ones, from a hash of the name otherwise."""
+    method = method.split(" ")[0]  # "vanilla+w=1+T=3 (encoder-decoder)": the method's own style
     return METHOD_STYLE.get(method) or OTHER_STYLES[int(hashlib.sha256(method.encode()).hexdigest(), 16) % len(OTHER_STYLES)]
 
 
@@ -265,6 +268,36 @@ def section_html(key: tuple, records: list[dict], number: int, first: bool) -> t
     return "".join(body), first
 
 
+def tested(records: list[dict]) -> set:
+    return {n for r in records for n in r["accuracy"]}
+
+
+def todays_section(groups: list[tuple[tuple, list[dict]]], first: bool) -> tuple[str, bool]:
+    """Today's methods beside ABC and ABS, for each protocol that ran today's methods: accuracy
+    against length per task and the table of ``report.methods_rows``. ABC and ABS cells the
+    protocol lacks come from another protocol tested at the same lengths (another model), the
+    model named beside the method."""
+    body = []
+    for i, (key, group) in enumerate(groups):
+        kept = pool(group)[0]
+        if not any(family(r["method"]) in TODAYS_SCHEMES for r in kept):
+            continue
+        beside = [r for other, g in groups if other != key and tested(g) == tested(kept) for r in pool(g)[0]]
+        arch = kept[0].get("arch", "encoder-decoder")
+        labelled = [{**r, "method": r["method"] if model == arch else f"{r['method']} ({model_name(model)})"}
+                    for (_, _, model), runs in methods_beside(kept, beside).items() for r in runs]
+        cells = summarize(labelled)
+        lengths, tables = methods_rows(kept, beside)
+        body.append(f"<h2 id='todays-{i}'>Today's methods beside ABC and ABS: {html.escape(describe_protocol(key))}</h2>")
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in ("method", "model", "seeds", *lengths, "steps", "training s", "published"))
+        for task, rows in tables.items():
+            table = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
+            body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells), first)}<table class='methods'><tr>{head}</tr>{table}</table>")
+            first = False
+        body.append(f"<p>{html.escape(METHODS_NOTE)}</p>")
+    return "".join(body), first
+
+
 RESIZE = ("<script>document.querySelectorAll('details').forEach(d => d.addEventListener('toggle', () => "
           "d.querySelectorAll('.js-plotly-plot').forEach(p => Plotly.Plots.resize(p))));</script>")  # plots drawn while folded
 
@@ -281,13 +314,17 @@ def build(roots) -> str:
     if not records:
         raise StoreError(f"no result records (eval.json) under {', '.join(repr(r) for r in roots)}")
     groups = by_protocol(records)
-    contents = "".join(f"<li><a href='#protocol-{i}'>{html.escape(describe_protocol(key))}</a>: {len(group)} records</li>"
-                       for i, (key, group) in enumerate(groups))
+    contents = "".join(f"<li><a href='#todays-{i}'>Today's methods beside ABC and ABS: {html.escape(describe_protocol(key))}</a></li>"
+                       for i, (key, group) in enumerate(groups) if any(family(r["method"]) in TODAYS_SCHEMES for r in group))
+    contents += "".join(f"<li><a href='#protocol-{i}'>{html.escape(describe_protocol(key))}</a>: {len(group)} records</li>"
+                        for i, (key, group) in enumerate(groups))
     body, first = [f"<h1>abcmini: {html.escape(', '.join(roots))}</h1>",
                    f"<p>{len(records)} result records in {len(groups)} protocol{'s' * (len(groups) != 1)}. A method has one colour and "
                    "one marker in every plot; methods are nudged apart along the length axis so equal lines stay visible (hover shows "
                    "the length); the grey band marks the training lengths. Click a legend entry to switch a method off, "
                    f"double-click to show it alone.</p><ul>{contents}</ul>"], True
+    section, first = todays_section(groups, first)
+    body.append(section)
     for i, (key, group) in enumerate(groups):
         section, first = section_html(key, group, i, first)
         body.append(section)

@@ -178,12 +178,9 @@ def published_figure(task: str, method: str) -> str:
     return "; ".join(f"{a.accuracy} at {a.tested_digits} digits from 1–{a.trained_digits} ({a.source})" for a in found) or "–"
 
 
-def todays_methods(records: list[dict], beside: list[dict] = ()) -> str:
-    """Per task, today's methods (randomized positions, FIRE, Abacus, Position Coupling) beside
-    ABC and ABS: median [range] over seeds at every length, the median steps and training
-    seconds of a run (ABC: its retraining plus its source), and the published figure of the
-    method's scheme. A method of ``beside`` (another model) that ``records`` lack is shown with
-    its model named: ABS where only the encoder-decoder ran it."""
+def methods_beside(records: list[dict], beside: list[dict] = ()) -> dict:
+    """``{(task, method, arch): [records]}``: ABC, ABS and today's methods of ``records``, and
+    the ABC and ABS cells of ``beside`` (another model's) that ``records`` lack."""
     groups: dict = {}
     for r in records:
         if family(r["method"]):
@@ -192,23 +189,47 @@ def todays_methods(records: list[dict], beside: list[dict] = ()) -> str:
     for r in beside:
         if family(r["method"]) in ("ABC", "ABS") and (r["task"], r["method"]) not in ours:
             groups.setdefault((r["task"], r["method"], r.get("arch", "encoder-decoder")), []).append(r)
+    return groups
+
+
+METHODS_NOTE = ("Exact match (%), median [range] over seeds, 10,000 test numbers per length; steps and training seconds: the "
+                "median run's (ABC: retraining plus source), one core each beside other jobs. A published figure is its "
+                "authors' own, on addition under their own protocol.")
+
+
+def methods_rows(records: list[dict], beside: list[dict] = ()) -> tuple[list[int], dict]:
+    """The lengths and, per task that has today's methods, its rows: method, model, seeds,
+    median [range] at each length, the median run's steps and training seconds (ABC: its
+    retraining plus its source) and the published figure of the method's scheme."""
+    groups = methods_beside(records, beside)
     lengths = sorted({int(n) for runs in groups.values() for r in runs for n in r["accuracy"]})
     kinds = ("ABC", "ABS", *TODAYS_SCHEMES)
-    parts = []
+    tables = {}
     for task in sorted({task for task, method, _ in groups if family(method) in TODAYS_SCHEMES}, key=lambda t: _order((t, ""))):
-        lines = ["| method | model | seeds | " + " | ".join(str(n) for n in lengths) + " | steps | training s | published |",
-                 "|---|---|---|" + "---|" * len(lengths) + "---|---|---|"]
+        rows = []
         for key in sorted((k for k in groups if k[0] == task), key=lambda k: (kinds.index(family(k[1])), k[1], k[2])):
             runs = groups[key]
             steps = statistics.median(r["train_steps"] + (r.get("interpolation_steps") or 0) for r in runs)
             seconds = statistics.median(r["train_seconds"] + (r.get("interpolation_seconds") or 0) for r in runs)
             accuracy = [cell([r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]]) for n in lengths]
-            lines.append(f"| `{key[1]}` | {model_name(key[2])} | {len(runs)} | " + " | ".join(accuracy) +
-                         f" | {steps:,.0f} | {seconds:,.0f} | {published_figure(task, key[1])} |")
+            rows.append([key[1], model_name(key[2]), str(len(runs)), *accuracy, f"{steps:,.0f}", f"{seconds:,.0f}",
+                         published_figure(task, key[1])])
+        tables[task] = rows
+    return lengths, tables
+
+
+def todays_methods(records: list[dict], beside: list[dict] = ()) -> str:
+    """Per task, today's methods (randomized positions, FIRE, Abacus, Position Coupling) beside
+    ABC and ABS (``methods_rows``) as markdown. A method of ``beside`` (another model) that
+    ``records`` lack is shown with its model named: ABS where only the encoder-decoder ran it."""
+    lengths, tables = methods_rows(records, beside)
+    parts = []
+    for task, rows in tables.items():
+        lines = ["| method | model | seeds | " + " | ".join(str(n) for n in lengths) + " | steps | training s | published |",
+                 "|---|---|---|" + "---|" * len(lengths) + "---|---|---|"]
+        lines += [f"| `{row[0]}` | " + " | ".join(row[1:]) + " |" for row in rows]
         parts.append(f"### {task}\n\n" + "\n".join(lines) + "\n")
-    return "\n".join(parts) + ("\nExact match (%), median [range] over seeds, 10,000 test numbers per length; steps and training "
-                               "seconds: the median run's (ABC: retraining plus source), one core each beside other jobs. "
-                               "A published figure is its authors' own, on addition under their own protocol.\n")
+    return "\n".join(parts) + f"\n{METHODS_NOTE}\n"
 
 
 def test_costs(results: list[dict]) -> str:

@@ -1,6 +1,8 @@
 """The results page and the README's headline table are generated from the result records in
 results/, never edited by hand."""
 
+import html
+import re
 import statistics
 
 from abcmini.dashboard import build
@@ -97,3 +99,18 @@ def test_the_decoder_pages_todays_methods_are_their_records_beside_abc_and_abs()
             assert float(shown.split(" ")[0]) == round(median, 2), (task, method, n, shown)
         steps = statistics.median(r["train_steps"] for r in runs)
         assert rows[(task, method)][9] == f"{steps:,.0f}"
+
+
+def test_the_dashboard_sets_todays_methods_beside_abc_and_abs_as_the_page_does():
+    page = build(["results/decoder", "results/long"])
+    section = page[page.index("<h2 id='todays-"):]
+    section = section[: section.index("<h2 id='protocol-")]
+    with open("docs/decoder/results.md") as f:
+        expected = todays_rows(f.read())
+    shown = {}
+    for task, body in re.findall(r"<h3>(\w+)</h3>(.*?)</table>", section, re.S):
+        assert "js-plotly-plot" in body or "plotly-graph-div" in body, task  # one accuracy plot per task
+        for row in re.findall(r"<tr>((?:<td>.*?</td>)+)</tr>", body):
+            cells = [html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)]
+            shown[(task, cells[0])] = cells[1:]
+    assert shown == expected and ("addition", "vanilla+w=1+T=3") in shown
