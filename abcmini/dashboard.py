@@ -36,9 +36,13 @@ METHOD_STYLE = {  # one colour and marker per method, the same in every plot of 
     "vanilla": ("#1f77b4", "circle"), "nope+abc": ("#d62728", "diamond"), "alibi": ("#2ca02c", "square"),
     "rope": ("#9467bd", "triangle-up"), "relative": ("#8c564b", "triangle-down"), "nope": ("#7f7f7f", "cross"),
     "vanilla+w=1": ("#ff7f0e", "star"), "vanilla+w=1+T=3": ("#17becf", "hexagon"), "nope+w=1": ("#e377c2", "pentagon"),
+    # today's methods: a colour per scheme, an open marker on the protocol's input and a filled one on +varied
+    "random": ("#bcbd22", "circle-open"), "random+varied": ("#bcbd22", "circle"), "fire": ("#8c6d31", "square-open"),
+    "fire+varied": ("#8c6d31", "square"), "abacus": ("#393b79", "diamond-open"), "abacus+varied": ("#393b79", "diamond"),
+    "coupling": ("#843c39", "triangle-up-open"), "coupling+varied": ("#843c39", "triangle-up"),
 }
-OTHER_STYLES = (("#bcbd22", "circle-open"), ("#393b79", "square-open"), ("#637939", "diamond-open"), ("#8c6d31", "star-open"),
-                ("#843c39", "triangle-up-open"), ("#7b4173", "hexagon-open"))
+OTHER_STYLES = (("#637939", "star-open"), ("#7b4173", "hexagon-open"), ("#5254a3", "cross-open"), ("#ad494a", "pentagon-open"),
+                ("#6b6ecf", "star-square-open"), ("#b5cf6b", "diamond-wide-open"))
 LOG_FROM = 100  # lengths this long get a log length axis
 CLOSED = "#c8c8c8"  # −inf (closed) cells: the plot background shows through, outside the colour scale
 STYLE = """
@@ -288,13 +292,13 @@ def todays_section(groups: list[tuple[tuple, list[dict]]], first: bool) -> tuple
                     for (_, _, model), runs in methods_beside(kept, beside).items() for r in runs]
         cells = summarize(labelled)
         lengths, tables = methods_rows(kept, beside)
-        body.append(f"<h2 id='todays-{i}'>Today's methods beside ABC and ABS: {html.escape(describe_protocol(key))}</h2>")
+        body.append(f"<section class='todays'><h2 id='todays-{i}'>Today's methods beside ABC and ABS: {html.escape(describe_protocol(key))}</h2>")
         head = "".join(f"<th>{html.escape(str(c))}</th>" for c in ("method", "model", "seeds", *lengths, "steps", "training s", "published"))
         for task, rows in tables.items():
             table = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
             body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells), first)}<table class='methods'><tr>{head}</tr>{table}</table>")
             first = False
-        body.append(f"<p>{html.escape(METHODS_NOTE)}</p>")
+        body.append(f"<p>{html.escape(METHODS_NOTE)}</p></section>")
     return "".join(body), first
 
 

@@ -8,6 +8,8 @@ import time
 import pytest
 from typer.testing import CliRunner
 
+from abcmini.positions import TODAYS_SCHEMES
+from abcmini.report import TASK_ORDER, collect
 from cli import app
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -70,19 +72,24 @@ def test_the_dashboard_takes_several_roots_and_a_missing_one_is_one_line(root, l
     assert missing.exit_code == 2 and len(missing.output.strip().splitlines()) == 1 and "does not exist" in missing.output
 
 
-@pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs Debian's chromium and chromium-driver (.ci/run installs them)")
-def test_the_dashboard_of_two_roots_renders_in_a_real_browser(root, long_root, tmp_path):
-    """Every plot draws; a method has one colour in every plot; the long root's length axis is
-    logarithmic; cells are folded and their plots draw when opened."""
+def chrome():
+    """Debian's headless chromium under selenium, its console log kept."""
     from selenium import webdriver
 
-    assert CliRunner().invoke(app, ["dashboard", str(root), str(long_root), "--out", str(tmp_path / "dash.html")]).exit_code == 0
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,4000"):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
+    return webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
+
+
+@pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs Debian's chromium and chromium-driver (.ci/run installs them)")
+def test_the_dashboard_of_two_roots_renders_in_a_real_browser(root, long_root, tmp_path):
+    """Every plot draws; a method has one colour in every plot; the long root's length axis is
+    logarithmic; cells are folded and their plots draw when opened."""
+    assert CliRunner().invoke(app, ["dashboard", str(root), str(long_root), "--out", str(tmp_path / "dash.html")]).exit_code == 0
+    driver = chrome()
     plots_js = ("return Array.from(document.querySelectorAll('.js-plotly-plot')).map("
                 "p => [p.querySelectorAll('.main-svg').length, p.getBoundingClientRect().width, p.querySelectorAll('.trace, .hm image').length])")
     try:
@@ -123,5 +130,34 @@ def test_the_dashboard_of_two_roots_renders_in_a_real_browser(root, long_root, t
         assert hidden == 1
         driver.save_screenshot(str(tmp_path / "dashboard.png"))
         assert os.path.getsize(tmp_path / "dashboard.png") > 50_000
+    finally:
+        driver.quit()
+
+
+@pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs Debian's chromium and chromium-driver (.ci/run installs them)")
+def test_the_shipped_dashboard_draws_todays_methods_beside_abc_and_abs(tmp_path):
+    """One plot per task of the decoder-only records: ABC, ABS from the encoder-decoder (in its
+    own colour) and today's methods, every trace drawn."""
+    out = tmp_path / "shipped.html"
+    assert CliRunner().invoke(app, ["dashboard", "results/decoder", "results/long", "--out", str(out)]).exit_code == 0
+    driver = chrome()
+    script = ("return Array.from(document.querySelectorAll('section.todays .js-plotly-plot')).map(p => [p.querySelectorAll('.trace').length, "
+              "p.data.filter(t => t.mode === 'lines+markers').map(t => [t.name, t.line.color, t.marker.symbol])])")
+    try:
+        driver.get(out.as_uri())
+        deadline, plots = time.time() + 60, []
+        while time.time() < deadline and not plots:
+            plots = driver.execute_script(script)
+            time.sleep(0.5)
+        records = collect("results/decoder")
+        tasks = [t for t in TASK_ORDER if any(r["task"] == t and r["method"].split("+")[0] in TODAYS_SCHEMES for r in records)]
+        assert len(plots) == len(tasks) >= 2, plots
+        for task, (drawn, traces) in zip(tasks, plots):
+            names = {name: color for name, color, _ in traces}
+            ours = {r["method"] for r in records if r["task"] == task and (r["method"] == "nope+abc" or r["method"].split("+")[0] in TODAYS_SCHEMES)}
+            assert set(names) == ours | {"vanilla+w=1+T=3 (encoder-decoder)"}, task
+            assert names["vanilla+w=1+T=3 (encoder-decoder)"] == "#17becf" and drawn >= len(traces)
+            assert len({(color, symbol) for _, color, symbol in traces}) == len(traces)  # each method its own style
+        assert [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")] == []
     finally:
         driver.quit()
