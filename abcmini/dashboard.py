@@ -5,8 +5,9 @@ grouped by protocol (recipe, preset, frame): per protocol, exact match against l
 shaded, a log length axis once lengths reach the hundreds), both of the paper's tables beside the
 paper's, and per cell a folded block: its accuracy per length, training steps and, where the run
 directory holds its checkpoint, its training curve, attention and scaffold per head and its
-calibrated lines. A method has one colour and one marker in every plot. Built from the same
-records as ``report``.
+calibrated lines. First, where records hold today's methods (randomized positions, FIRE,
+Abacus, Position Coupling), those beside ABC and ABS per task. A method has one colour and one
+marker in every plot. Built from the same records as ``report``.
 """
 
 import hashlib
@@ -273,6 +274,7 @@ def section_html(key: tuple, records: list[dict], number: int, first: bool) -> t
 
 
 def tested(records: list[dict]) -> set:
+    """The lengths ``records`` were tested at."""
     return {n for r in records for n in r["accuracy"]}
 
 
