@@ -259,9 +259,7 @@ def section_html(key: tuple, records: list[dict], number: int, first: bool) -> t
     if any(row in cells for row in ABS_ROWS):
         body.append(f"<h3>ABS table</h3>{table_html(cells, lengths, ABS_ROWS)}")
     if any(n >= LONG_LENGTH for n in lengths):
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in PUBLISHED_COLUMNS)
-        rows = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in published_rows(cells, kept))
-        body.append(f"<h3>Beside published length generalization</h3><table class='published'><tr>{head}</tr>{rows}</table>"
+        body.append(f"<h3>Beside published length generalization</h3>{rows_html('published', PUBLISHED_COLUMNS, published_rows(cells, kept))}"
                     f"<p>{html.escape(PUBLISHED_NOTE)}</p>")
     if left_out:
         body.append("<details><summary>Runs left out</summary><ul>" + "".join(
@@ -271,6 +269,13 @@ def section_html(key: tuple, records: list[dict], number: int, first: bool) -> t
         content, first = cell_html(record, first)
         body.append(f"<details class='cell'><summary>{html.escape(cell_summary(record))}</summary>{content}</details>")
     return "".join(body), first
+
+
+def rows_html(kind: str, columns, rows) -> str:
+    """A table of text ``rows`` under ``columns``, escaped."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table class='{kind}'><tr>{head}</tr>{body}</table>"
 
 
 def tested(records: list[dict]) -> set:
@@ -290,15 +295,15 @@ def todays_section(groups: list[tuple[tuple, list[dict]]], first: bool) -> tuple
             continue
         beside = [r for other, g in groups if other != key and tested(g) == tested(kept) for r in pool(g)[0]]
         arch = kept[0].get("arch", "encoder-decoder")
+        groups_beside = methods_beside(kept, beside)
         labelled = [{**r, "method": r["method"] if model == arch else f"{r['method']} ({model_name(model)})"}
-                    for (_, _, model), runs in methods_beside(kept, beside).items() for r in runs]
+                    for (_, _, model), runs in groups_beside.items() for r in runs]
         cells = summarize(labelled)
-        lengths, tables = methods_rows(kept, beside)
+        lengths, tables = methods_rows(groups_beside)
         body.append(f"<section class='todays'><h2 id='todays-{i}'>Today's methods beside ABC and ABS: {html.escape(describe_protocol(key))}</h2>")
-        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in ("method", "model", "seeds", *lengths, "steps", "training s", "published"))
+        columns = ("method", "model", "seeds", *lengths, "steps", "training s", "published")
         for task, rows in tables.items():
-            table = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows)
-            body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells), first)}<table class='methods'><tr>{head}</tr>{table}</table>")
+            body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells), first)}{rows_html('methods', columns, rows)}")
             first = False
         body.append(f"<p>{html.escape(METHODS_NOTE)}</p></section>")
     return "".join(body), first

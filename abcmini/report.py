@@ -197,11 +197,11 @@ METHODS_NOTE = ("Exact match (%), median [range] over seeds, 10,000 test numbers
                 "authors' own, on addition under their own protocol.")
 
 
-def methods_rows(records: list[dict], beside: list[dict] = ()) -> tuple[list[int], dict]:
-    """The lengths and, per task that has today's methods, its rows: method, model, seeds,
-    median [range] at each length, the median run's steps and training seconds (ABC: its
-    retraining plus its source) and the published figure of the method's scheme."""
-    groups = methods_beside(records, beside)
+def methods_rows(groups: dict) -> tuple[list[int], dict]:
+    """The lengths and, per task that has today's methods, the rows of ``groups``
+    (``methods_beside``): method, model, seeds, median [range] at each length, the median run's
+    steps and training seconds (ABC: its retraining plus its source) and the published figure
+    of the method's scheme."""
     lengths = sorted({int(n) for runs in groups.values() for r in runs for n in r["accuracy"]})
     kinds = ("ABC", "ABS", *TODAYS_SCHEMES)
     tables = {}
@@ -222,7 +222,7 @@ def todays_methods(records: list[dict], beside: list[dict] = ()) -> str:
     """Per task, today's methods (randomized positions, FIRE, Abacus, Position Coupling) beside
     ABC and ABS (``methods_rows``) as markdown. A method of ``beside`` (another model) that
     ``records`` lack is shown with its model named: ABS where only the encoder-decoder ran it."""
-    lengths, tables = methods_rows(records, beside)
+    lengths, tables = methods_rows(methods_beside(records, beside))
     parts = []
     for task, rows in tables.items():
         lines = ["| method | model | seeds | " + " | ".join(str(n) for n in lengths) + " | steps | training s | published |",
