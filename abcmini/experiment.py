@@ -90,7 +90,7 @@ class RunConfig:
     arch: str = setting(PAPER.arch, "shared")  # the paper's encoder-decoder, or a GPT-style "decoder" (abcmini.decoder)
     scheme: str = setting("vanilla", "cell")
     period: int = setting(0, "cell")  # CPI period T (0: off)
-    cpi_from: str = setting(PAPER.cpi_from, "run")  # CPI positions of the input counted from its first token or its "end"
+    cpi_from: str = setting("start", "run")  # CPI positions of the input counted from its first token or its "end"
     window: int | None = setting(None, "cell")  # ABS window w (None: no window)
     window_unit: str = setting("column", "run")  # on an aligned binary input, w counts columns or operand pairs (biases.window_cross_bias)
     bias_file: str | None = setting(None, "run")  # ABC bias, relative to the run directory (or absolute)
@@ -327,7 +327,8 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = F
     if task == "nx1" and method == "abc":
         steps = recipe.steps_nx1_abc
     return RunConfig(
-        task=task, arch=recipe.arch, scheme=scheme, period=period, varied=varied, cpi_from=recipe.cpi_from if period else "start", window=window, bias_file=ABC_BIAS if method == "abc" else None, preset=recipe.preset,
+        task=task, arch=recipe.arch, scheme=scheme, period=period, varied=varied, cpi_from=recipe.cpi_from if period else "start", window=window,
+        window_unit=recipe.window_unit if window is not None and is_binary(task) else "column", bias_file=ABC_BIAS if method == "abc" else None, preset=recipe.preset,
         enc_layers=0 if recipe.arch == "decoder" else recipe.enc_layers_in_attention if scheme in IN_ATTENTION else recipe.enc_layers,
         pe_scale=recipe.scaffold_pe_scale if scaffolded and scheme == "vanilla" and period == 0 else 1.0,
         pad_width=recipe.abc_pad_width if abc else recipe.pad_width, frame_spread=recipe.abc_frame_spread if abc and method == "abc" else 0, seed=seed, steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,

@@ -92,11 +92,11 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
     changed = {"arch": "decoder", "preset": "tiny", "pe_scale": 0.5, "cpi_from": "end", "pad_width": 30, "frame_spread": 2,
                "data_seed": 4, "steps": 77, "batch_size": 16, "lr": 0.002, "warmup": 7, "stop_at": 0.9, "train_on": 2.0, "eval_every": 11,
                "valid_size": 33, "abc_pad_width": 12, "kappa_self": 0.5, "kappa_cross": 3.0, "min_support": 0.25, "samples": 40, "seed": 5,
-               "min_accuracy": 0.5, "lengths": (6, 9), "test_seed": 3, "test_frame": "follows"}
+               "min_accuracy": 0.5, "lengths": (6, 9), "test_seed": 3, "test_frame": "fixed"}
     assert set(changed) == set(OVERRIDABLE) - {"bias_file", "enc_layers", "window_unit"}  # --bias: test_an_option_…; a decoder has no encoder
     assert dry_run("--enc-layers", 2)["experiment"]["overrides"] == {"enc_layers": 2}
-    paired = dry_run("--task", "addition", "--method", "+w=1", "--window-unit", "pair")["experiment"]  # a window on a binary task
-    assert paired["overrides"] == {"window_unit": "pair"} and paired["run"]["window_unit"] == "pair"
+    paired = dry_run("--task", "addition", "--method", "+w=1", "--window-unit", "column")["experiment"]  # a window on a binary task
+    assert paired["overrides"] == {"window_unit": "column"} and paired["run"]["window_unit"] == "column"
     args = [f"--{option_name(field).replace('_', '-')}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for field, v in changed.items()]
     resolved = dry_run("--task", "addition", "--method", "abc", *args)["experiment"]
     assert {k: tuple(v) if isinstance(v, list) else v for k, v in resolved["overrides"].items()} == changed
@@ -128,7 +128,7 @@ def test_every_recipe_value_carries_a_reason():
         for name, _, reason in recipe.reasons():
             assert reason and len(reason) < 110, name
     quick, paper = ({name: reason for name, _, reason in r.reasons()} for r in (QUICK, PAPER))
-    assert {name for name in quick if quick[name] != paper[name]} == {"name", "pad_width", "lengths", "steps", "valid_size",
+    assert {name for name in quick if quick[name] != paper[name]} == {"name", "pad_width", "lengths", "steps", "valid_size", "test_frame",
                                                                        "calibration.samples"}
     result = runner.invoke(app, ["recipe", "quick"])
     assert result.exit_code == 0 and "kappa_cross" in result.output and "3.0" in result.output

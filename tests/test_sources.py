@@ -9,10 +9,10 @@ import torch
 from typer.testing import CliRunner
 
 from abcmini.experiment import Cell, RunConfig, resolve
-from abcmini.recipes import PAPER
+from abcmini.recipes import PAPER, PAPER64
 from cli import app
 
-SOURCES = sorted(glob.glob("results/sources/paper/*/vanilla-s*"))
+SOURCES = sorted(glob.glob("results/sources/paper64/*/vanilla-s*"))
 
 
 def test_the_sources_are_the_paper_recipes_cells():
@@ -20,7 +20,7 @@ def test_the_sources_are_the_paper_recipes_cells():
     for path in SOURCES:
         state = torch.load(os.path.join(path, "checkpoint.pt"), weights_only=True)
         task, name = path.split(os.sep)[-2:]
-        expected = resolve(PAPER, Cell(task, "vanilla", int(name.rsplit("-s", 1)[1])))
+        expected = resolve(PAPER64, Cell(task, "vanilla", int(name.rsplit("-s", 1)[1])))
         # a checkpoint written before a RunConfig field existed holds that field's default
         assert RunConfig(**state["config"]) == expected.run and state["weights_only"]
         assert json.loads(open(os.path.join(path, "experiment.json")).read()) == expected.to_dict()
@@ -34,7 +34,7 @@ def test_a_shipped_source_calibrates_directly(path, tmp_path):
     assert result.exit_code == 0, result.output
     payload = torch.load(tmp_path / "bias.pt", weights_only=True)
     assert payload["calibration"]["layers"] == [0, 1]  # every decoder layer of the cpu preset
-    assert "recipe paper's calibration" in result.output
+    assert "recipe paper64's calibration" in result.output
     # and an ABC cell may calibrate from it (no retraining of the source)
     result = CliRunner().invoke(app, ["train", "--task", payload["task"], "--method", "abc", "--source", path, "--dry-run"])
     assert result.exit_code == 0 and json.loads(result.stdout)["source"] == path
@@ -45,5 +45,5 @@ def test_a_shipped_source_cannot_be_trained_further(tmp_path):
 
     shutil.copytree(SOURCES[0], tmp_path / "source")
     task, name = SOURCES[0].split(os.sep)[-2:]
-    result = CliRunner().invoke(app, ["train", "--task", task, "--seed", name.rsplit("-s", 1)[1], "--steps", "40000", "--stop-at", "1.0", "--train-on", "3", "--resume", "--no-wandb", "--out", str(tmp_path / "source")])
+    result = CliRunner().invoke(app, ["train", "--recipe", "paper64", "--task", task, "--seed", name.rsplit("-s", 1)[1], "--steps", "40000", "--stop-at", "1.0", "--train-on", "3", "--resume", "--no-wandb", "--out", str(tmp_path / "source")])
     assert result.exit_code == 2 and "weights-only checkpoint" in result.stderr, result.output
