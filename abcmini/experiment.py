@@ -92,7 +92,7 @@ class RunConfig:
     period: int = setting(0, "cell")  # CPI period T (0: off)
     cpi_from: str = setting("start", "run")  # CPI positions of the input counted from its first token or its "end"
     window: int | None = setting(None, "cell")  # ABS window w (None: no window)
-    window_unit: str = setting("column", "run")  # on an aligned binary input, w counts columns or operand pairs (biases.window_cross_bias)
+    window_unit: str = setting("column", "run")  # on an aligned binary input, w (and CPI) count columns or operand pairs (biases.window_cross_bias)
     bias_file: str | None = setting(None, "run")  # ABC bias, relative to the run directory (or absolute)
     preset: str = setting(PAPER.preset, "shared")
     enc_layers: int | None = setting(None, "run")  # None: the preset's
@@ -132,6 +132,8 @@ class RunConfig:
             raise ConfigError(f"--window-unit is column or pair, not {self.window_unit!r}")
         if self.window_unit == "pair" and not self.aligned:
             raise ConfigError("--window-unit pair counts the window in operand pairs; it needs a window on Addition or N×1")
+        if self.window_unit == "pair" and self.period and (self.cpi_from != "end" or self.arch != "encoder-decoder"):
+            raise ConfigError("CPI in operand pairs (--window-unit pair with +T) counts from the input's end (--cpi-from end) in the encoder-decoder")
         if self.cpi_from not in ("start", "end"):
             raise ConfigError(f"--cpi-from is start or end, not {self.cpi_from!r}")
         if self.arch not in ARCHS:
@@ -165,7 +167,7 @@ class RunConfig:
         decoder_only = {"enc_layers": 0, "dec_layers": 2 * PRESETS[self.preset]["dec_layers"]}
         depth = decoder_only if self.arch == "decoder" else {} if self.enc_layers is None else {"enc_layers": self.enc_layers}
         return ModelConfig(**{**PRESETS[self.preset], **depth, "arch": self.arch, "scheme": self.scheme, "period": self.period, "pe_scale": self.pe_scale,
-                              "cpi_from": self.cpi_from})
+                              "cpi_from": self.cpi_from, "cpi_unit": "pair" if self.window_unit == "pair" and self.period else "token"})
 
     def to_dict(self) -> dict:
         return asdict(self)

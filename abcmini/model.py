@@ -39,6 +39,7 @@ class ModelConfig:
     scheme: str = "vanilla"  # positional scheme, see positions.SCHEMES
     period: int = 0  # Cyclic Position Indexing period T (0: off)
     cpi_from: str = "start"  # CPI on the input counted from its first token (the paper) or from its "end", the least significant digit
+    cpi_unit: str = "token"  # CPI counts input tokens, or operand "pair"s of an interleaved input (from its end)
     max_distance: int = 16  # clipping distance of the relative PE
     pe_scale: float = 1.0  # amplitude of the sinusoidal encoding (vanilla) next to N(0, 1) token embeddings
     vocab_size: int = 15  # tokens; abcmini's vocabulary is "0123456789+*$&@" (abcmini.tasks.VOCAB)
@@ -51,6 +52,8 @@ class ModelConfig:
             raise ValueError(f"arch is one of {', '.join(ARCHS)}, not {self.arch!r}")
         if self.cpi_from not in ("start", "end"):
             raise ValueError(f"cpi_from is start or end, not {self.cpi_from!r}")
+        if self.cpi_unit not in ("token", "pair") or (self.cpi_unit == "pair" and (self.cpi_from != "end" or self.arch != "encoder-decoder")):
+            raise ValueError(f"cpi_unit is token, or pair from the end of an encoder-decoder's input, not {self.cpi_unit!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -278,7 +281,10 @@ class Transformer(Scaffolded):
 
     def input_positions(self, n: int, device=None) -> torch.Tensor:
         """The input's positions; with CPI from the ``end``, counted from its last token (the least
-        significant digit), so each digit keeps its phase in a frame of any width."""
+        significant digit), so each digit keeps its phase in a frame of any width; in operand
+        pairs (``cpi_unit``), both digits of a pair share their pair's phase."""
+        if self.cfg.period and self.cfg.cpi_unit == "pair":
+            return torch.arange(n - 1, -1, -1, device=device) // 2 % self.cfg.period
         pos = self.positions(n, device=device)
         return pos.flip(0) if self.cfg.period and self.cfg.cpi_from == "end" else pos
 

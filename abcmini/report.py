@@ -135,6 +135,10 @@ LONG_LENGTH = 100  # a root tested this far gets the comparison with published r
 
 
 PUBLISHED_COLUMNS = ("method", "task", "trained on (digits)", "tested at (digits)", "ratio", "exact match", "source")
+PAPER_FRAME_NOTE = (" The paper trains and tests in one pad-64 frame and its window spans two positions on interleaved"
+                    " operands; recipe paper trains in a pad-12 frame, tests each length in a frame of its own and counts"
+                    " the ABS window in operand pairs on Addition and N×1 (docs/paper-gaps.md measures both; recipe paper64"
+                    " keeps the paper's frame).")
 PUBLISHED_NOTE = ("Each published number is its authors' own, on variable-length inputs under its own protocol; "
                   "ours: median [range] over seeds, 10,000 test numbers per length.")
 
@@ -335,7 +339,7 @@ def page(records: list[dict], figure_names: list[str] = (), invocations: list[di
     parts = [f"{MARKER}\n",
              f"Protocol: {describe_protocol(main)}; test seed {sorted({r.get('test_seed') for r in kept})[0] if kept else '–'}; "
              f"seeds {', '.join(map(str, seeds))}; 10,000 numbers per length (fewer where fewer exist); exact match in %."
-             f"{training_frames(kept)}\n",
+             f"{training_frames(kept)}{PAPER_FRAME_NOTE if main[0] == 'paper' else ''}\n",
              f"## Main table (the paper's results-table)\n\n{headline(kept)}",
              f"## ABS table (the paper's tab.abs)\n\n{markdown(cells, lengths, ABS_ROWS)}",
              f"## Training cost\n\n{costs(kept)}"]

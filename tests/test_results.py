@@ -11,9 +11,9 @@ from abcmini.report import collect, with_blocks, write_report
 
 
 def test_the_committed_results_page_is_what_its_command_generates(tmp_path):
-    text, pngs = write_report("results/paper", str(tmp_path / "results.md"))
+    text, pngs = write_report("results/paper", str(tmp_path / "results.md"), beside="results/paper64")
     with open("docs/results.md") as f:
-        assert f.read() == text, "docs/results.md differs from its records: run abcmini report results/paper --out docs/results.md"
+        assert f.read() == text, "docs/results.md differs from its records: run abcmini report results/paper --out docs/results.md --beside results/paper64"
     assert [p.rsplit("/", 1)[1] for p in pngs] == [f"accuracy_{t}.png" for t in ("successor", "addition", "nx1", "parity")]
 
 

@@ -1,0 +1,38 @@
+"""What a reproduction root's records cost: ``python scripts/cost.py ROOT [SEEDS]``.
+
+Per task: the cells and records under ``ROOT/TASK/METHOD-sSEED/eval.json``, their training
+seconds (ABC: its source's training, ``interpolation_seconds``, plus the retraining) and test
+seconds as recorded, each one core's time, and the training cost of SEEDS (default 3) seeds of
+every cell, a missing seed counted at its cell's median. docs/paper-gaps.md uses it to set the
+paper's cost in one frame beside another.
+"""
+
+import glob
+import json
+import os
+import statistics
+import sys
+from collections import defaultdict
+
+
+def main(root: str, seeds: int = 3) -> None:
+    cells = defaultdict(list)
+    tests = defaultdict(float)
+    for path in sorted(glob.glob(os.path.join(root, "*", "*", "eval.json"))):
+        record = json.load(open(path))
+        source = record.get("interpolation_seconds") or 0 if record["cell_method"] == "abc" else 0
+        cells[record["task"], record["cell_method"]].append(record["train_seconds"] + source)
+        tests[record["task"]] += sum((record.get("test_seconds") or {}).values())
+    total = 0.0
+    for task in sorted({task for task, _ in cells}):
+        mine = {method: runs for (t, method), runs in cells.items() if t == task}
+        measured = sum(sum(runs) for runs in mine.values())
+        estimate = sum(seeds * statistics.median(runs) for runs in mine.values())
+        total += estimate
+        print(f"{task}: {len(mine)} cells, {sum(map(len, mine.values()))} records; training {measured / 3600:.2f} core-h measured,"
+              f" {estimate / 3600:.2f} for {seeds} seeds of every cell; tests {tests[task] / 3600:.2f} core-h recorded")
+    print(f"all: training {total / 3600:.2f} core-h for {seeds} seeds of every cell ({total / 7200:.2f} h on two workers)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], *map(int, sys.argv[2:]))
