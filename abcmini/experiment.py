@@ -320,7 +320,7 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = F
     scaffolded = method == "abc" or window is not None
     generalizing = window is not None or scheme in TODAYS_SCHEMES  # ABS and today's methods: one budget rule
     steps = recipe.steps_alibi if scheme == "alibi" else recipe.steps
-    if task == "addition" and method == "vanilla":
+    if task == "addition" and method in ("vanilla", "rope"):
         steps = recipe.steps_addition_plain
     if task in ("parity", "parity_class") and not scaffolded:
         steps = recipe.steps_parity_plain

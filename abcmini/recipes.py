@@ -80,7 +80,7 @@ class Recipe:
     abc_frame_spread: int = why(10, "ABC retrains in frames of 10 to 20 digits: every test frame's margins were seen")
     abc_valid_size: int = why(500, "…and validates on 500 numbers: one ABC training serves every recipe's protocol")
     steps: int = why(4000, "step cap of runs expected to interpolate")
-    steps_addition_plain: int = why(20000, "Vanilla Addition sits on a loss plateau for thousands of steps")
+    steps_addition_plain: int = why(20000, "Vanilla and RoPE Addition sit on a loss plateau for thousands of steps")
     steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
     steps_parity_plain: int = why(300, "Parity without a window fails and its long sequences are costly; capped short")
     steps_nx1_window: int | None = why(None, "N×1 with an ABS window (and today's methods): its own step cap (none: steps)")
