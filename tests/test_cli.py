@@ -20,7 +20,7 @@ def trained_run(tmp_path_factory):
     """A real (small) Successor model trained through the CLI, pad width 7."""
     out = tmp_path_factory.mktemp("runs") / "successor"
     result = invoke("train", "--task", "successor", "--method", "vanilla", "--preset", "cpu", "--pad-width", 7, "--lengths", 3,
-                    "--steps", 300, "--eval-every", 100, "--valid-size", 300, "--stop-at", 0.99, "--out", out)
+                    "--steps", 300, "--eval-every", 100, "--valid-size", 300, "--stop-at", 0.99, "--test-frame", "fixed", "--out", out)
     assert result.exit_code == 0, result.output
     return out
 
@@ -94,7 +94,7 @@ def one_line_error(result, *needles):
         (["train", "--resume=maybe"], ["--resume"]),
         (["trian"], ["No such command 'trian'"]),
         (["train", "--method", "abc", "--bias", "x.pt"], ["--method abc calibrates its own bias"]),
-        (["train", "--pad-width", "7", "--lengths", "9"], ["length 9 does not fit", "pad width 7"]),
+        (["train", "--pad-width", "7", "--lengths", "9", "--test-frame", "fixed"], ["length 9 does not fit", "pad width 7"]),
         (["reproduce", "--tasks", "foo"], ["unknown task 'foo'"]),
         (["reproduce", "--seeds", "x"], ["--seeds takes comma-separated integers"]),
     ],

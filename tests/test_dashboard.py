@@ -13,7 +13,7 @@ from abcmini.report import TASK_ORDER, collect
 from cli import app
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-TINY = ["--preset", "tiny", "--pad-width", "7", "--lengths", "2,5", "--steps", "20", "--eval-every", "10", "--valid-size", "20",
+TINY = ["--preset", "tiny", "--pad-width", "7", "--test-frame", "fixed", "--lengths", "2,5", "--steps", "20", "--eval-every", "10", "--valid-size", "20",
         "--no-wandb"]
 
 

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from cli import app
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ["--preset", "tiny", "--pad-width", "7", "--lengths", "3", "--valid-size", "20", "--eval-every", "10"]
+TINY = ["--preset", "tiny", "--pad-width", "7", "--test-frame", "fixed", "--lengths", "3", "--valid-size", "20", "--eval-every", "10"]
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def world(tmp_path_factory):
     w = tmp_path_factory.mktemp("world")
     run = w / "run"
     result = CliRunner().invoke(app, ["train", "--preset", "cpu", "--pad-width", "7", "--lengths", "3", "--steps", "300",
-                                      "--eval-every", "100", "--valid-size", "300", "--stop-at", "0.99", "--no-wandb", "--out", str(run)])
+                                      "--eval-every", "100", "--valid-size", "300", "--stop-at", "0.99", "--test-frame", "fixed", "--no-wandb", "--out", str(run)])
     assert result.exit_code == 0, result.output
     assert CliRunner().invoke(app, ["calibrate", str(run), "--min-accuracy", "0.9", "--samples", "100", "--no-wandb"]).exit_code == 0
     (w / "thesis").mkdir()

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from cli import app
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ["--preset", "tiny", "--pad-width", "7", "--lengths", "3", "--valid-size", "20", "--eval-every", "10", "--no-wandb"]
+TINY = ["--preset", "tiny", "--pad-width", "7", "--test-frame", "fixed", "--lengths", "3", "--valid-size", "20", "--eval-every", "10", "--no-wandb"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
