@@ -59,7 +59,7 @@ class Recipe:
     """How every cell of the paper's tables is trained on 2 CPU cores."""
 
     name: str = why("paper", "what produced the README's tables")
-    pad_width: int = why(12, "a pad-12 frame: steps 5x cheaper than the paper's 64, the same tables (docs/paper-gaps.md)")
+    pad_width: int = why(12, "a pad-12 frame: steps 5x cheaper than the paper's 64 (docs/paper-gaps.md)")
     lengths: tuple = why((6, 10, 15, 20, 60), "the paper's test lengths")
     test_seed: int = why(0, "every method is tested on the same numbers")
     test_frame: str = why("follows", "each length in a frame of the length plus the training numbers' leading zeros")
@@ -87,7 +87,7 @@ class Recipe:
     steps_nx1_abc: int = why(12000, "ABC on N×1 reaches 99.9% late in frames of 10–20; a 4,000 cap cut its 3x short")
     scaffold_pe_scale: float = why(1 / 16, "+w=W: the uncycled sinusoidal encoding at 1/16 amplitude beside the window")
     cpi_from: str = why("end", "CPI counted from the least significant digit keeps each digit's phase in any frame")
-    window_unit: str = why("pair", "on Addition and N×1 the window spans and steps over two positions (the paper's appendix)")
+    window_unit: str = why("pair", "on Addition and N×1 the ABS window and CPI count operand pairs (docs/paper-gaps.md)")
     abc_scheme: str = why("nope", "ABC retrains without positional encoding: the bias is its only position signal")
     calibration: Calibration = why(Calibration(), "ABC's calibration settings")
     changes: tuple = why((), "the reasons for the values that differ from the recipe this one is based on")

@@ -137,8 +137,8 @@ LONG_LENGTH = 100  # a root tested this far gets the comparison with published r
 PUBLISHED_COLUMNS = ("method", "task", "trained on (digits)", "tested at (digits)", "ratio", "exact match", "source")
 PAPER_FRAME_NOTE = (" The paper trains and tests in one pad-64 frame and its window spans two positions on interleaved"
                     " operands; recipe paper trains in a pad-12 frame, tests each length in a frame of its own and counts"
-                    " the ABS window in operand pairs on Addition and N×1 (docs/paper-gaps.md measures both; recipe paper64"
-                    " keeps the paper's frame).")
+                    " the ABS window and CPI in operand pairs on Addition and N×1 (docs/paper-gaps.md measures both; recipe"
+                    " paper64 keeps the paper's frame).")
 PUBLISHED_NOTE = ("Each published number is its authors' own, on variable-length inputs under its own protocol; "
                   "ours: median [range] over seeds, 10,000 test numbers per length.")
 

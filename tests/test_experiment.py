@@ -13,7 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 from abcmini.experiment import ABS_METHODS, ABS_TASKS, MAIN_METHODS, MAIN_TASKS, OVERRIDABLE, Cell, Experiment, option_name
-from abcmini.recipes import PAPER, QUICK, RECIPES, load_recipe
+from abcmini.recipes import PAPER, PAPER64, QUICK, RECIPES, ConfigError, load_recipe
 from abcmini.reproduce import plan, table_cells
 from abcmini.sweep import command_line, expand, load_sweep
 from cli import app
@@ -121,6 +121,21 @@ def test_a_recipe_file_is_a_copy_with_edits(tmp_path):
     path.write_text("base: paper\nsteps_per_day: 3\n")
     result = runner.invoke(app, ["train", "--recipe", str(path), "--dry-run"])
     assert result.exit_code == 2 and "unknown field 'steps_per_day'" in result.output and "Traceback" not in result.output
+
+
+def test_on_an_interleaved_input_the_operand_pair_is_the_unit_of_window_and_cpi():
+    from abcmini.experiment import resolve
+    from abcmini.model import Transformer
+
+    paired, columns = (resolve(recipe, Cell("addition", "vanilla+w=1+T=3", 0)).run for recipe in (PAPER, PAPER64))
+    assert (paired.window_unit, paired.model_config().cpi_unit) == ("pair", "pair")
+    assert (columns.window_unit, columns.model_config().cpi_unit) == ("column", "token")
+    assert resolve(PAPER, Cell("successor", "vanilla+w=1+T=3", 0)).run.window_unit == "column"  # a unary input has no pairs
+    # "+ a_3 b_3 a_2 b_2 a_1 b_1": both digits of a pair share its phase, counted from the least significant pair
+    assert Transformer(paired.model_config()).input_positions(7).tolist() == [0, 2, 2, 1, 1, 0, 0]
+    assert Transformer(columns.model_config()).input_positions(7).tolist() == [0, 1, 2, 0, 1, 2, 0]
+    with pytest.raises(ConfigError, match="CPI in operand pairs"):
+        resolve(PAPER.derive(arch=("decoder", "a decoder-only model")), Cell("addition", "vanilla+w=1+T=3", 0))
 
 
 def test_every_recipe_value_carries_a_reason():
