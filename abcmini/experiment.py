@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from abcmini.model import ARCHS, PRESETS, ModelConfig
 from abcmini.positions import IN_ATTENTION, SCHEMES, TODAYS_SCHEMES
-from abcmini.recipes import PAPER, Calibration, ConfigError, Recipe, check_test_frame
+from abcmini.recipes import PAPER, Calibration, ConfigError, Recipe, check_test_frame, check_window_unit
 from abcmini.tasks import POOL_DIGITS, check_task, is_binary
 
 MAIN_TASKS = ("successor", "addition", "nx1")
@@ -128,8 +128,7 @@ class RunConfig:
         for option, ok, rule in checks:
             if not ok:
                 raise ConfigError(f"--{option} must be {rule}, got {getattr(self, option.replace('-', '_'))}")
-        if self.window_unit not in ("column", "pair"):
-            raise ConfigError(f"--window-unit is column or pair, not {self.window_unit!r}")
+        check_window_unit(self.window_unit)
         if self.window_unit == "pair" and not self.aligned:
             raise ConfigError("--window-unit pair counts the window in operand pairs; it needs a window on Addition or N×1")
         if self.window_unit == "pair" and self.period and (self.cpi_from != "end" or self.arch != "encoder-decoder"):

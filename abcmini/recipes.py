@@ -27,6 +27,11 @@ def check_test_frame(value: str) -> None:
         raise ConfigError(f"--test-frame is fixed or follows, not {value!r}")
 
 
+def check_window_unit(value: str) -> None:
+    if value not in ("column", "pair"):
+        raise ConfigError(f"--window-unit is column or pair, not {value!r}")
+
+
 def why(default, reason: str):
     """A recipe field: its value and the one-line reason for it."""
     return field(default=default, metadata={"why": reason})
@@ -94,8 +99,7 @@ class Recipe:
 
     def __post_init__(self):
         check_test_frame(self.test_frame)
-        if self.window_unit not in ("column", "pair"):
-            raise ConfigError(f"window_unit is column or pair, not {self.window_unit!r}")
+        check_window_unit(self.window_unit)
         if self.arch not in ("encoder-decoder", "decoder"):
             raise ConfigError(f"arch is encoder-decoder or decoder, not {self.arch!r}")
 

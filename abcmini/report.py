@@ -201,6 +201,11 @@ METHODS_NOTE = ("Exact match (%), median [range] over seeds, 10,000 test numbers
                 "authors' own, on addition under their own protocol.")
 
 
+def training_seconds(record: dict) -> float:
+    """A run's training seconds, ABC's Vanilla source (``interpolation_seconds``) included."""
+    return record["train_seconds"] + (record.get("interpolation_seconds") or 0)
+
+
 def methods_rows(groups: dict) -> tuple[list[int], dict]:
     """The lengths and, per task that has today's methods, the rows of ``groups``
     (``methods_beside``): method, model, seeds, median [range] at each length, the median run's
@@ -214,7 +219,7 @@ def methods_rows(groups: dict) -> tuple[list[int], dict]:
         for key in sorted((k for k in groups if k[0] == task), key=lambda k: (kinds.index(family(k[1])), k[1], k[2])):
             runs = groups[key]
             steps = statistics.median(r["train_steps"] + (r.get("interpolation_steps") or 0) for r in runs)
-            seconds = statistics.median(r["train_seconds"] + (r.get("interpolation_seconds") or 0) for r in runs)
+            seconds = statistics.median(map(training_seconds, runs))
             accuracy = [cell([r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]]) for n in lengths]
             rows.append([key[1], model_name(key[2]), str(len(runs)), *accuracy, f"{steps:,.0f}", f"{seconds:,.0f}",
                          published_figure(task, key[1])])

@@ -14,14 +14,15 @@ import statistics
 import sys
 from collections import defaultdict
 
+from abcmini.report import training_seconds
+
 
 def main(root: str, seeds: int = 3) -> None:
     cells = defaultdict(list)
     tests = defaultdict(float)
     for path in sorted(glob.glob(os.path.join(root, "*", "*", "eval.json"))):
         record = json.load(open(path))
-        source = record.get("interpolation_seconds") or 0 if record["cell_method"] == "abc" else 0
-        cells[record["task"], record["cell_method"]].append(record["train_seconds"] + source)
+        cells[record["task"], record["cell_method"]].append(training_seconds(record))
         tests[record["task"]] += sum((record.get("test_seconds") or {}).values())
     total = 0.0
     for task in sorted({task for task, _ in cells}):
