@@ -253,6 +253,8 @@ def train(
     samples: int = typer.Option(None, help="ABC: training inputs decoded to average the attention over."),
     calibration_seed: int = typer.Option(None, help="ABC: seed of that subset of training inputs."),
     min_accuracy: float = typer.Option(None, help="ABC: refuse a source below this validation exact match."),
+    rules: str = typer.Option(None, help="ABC: the rules beyond Algorithm 1: all | none | names | all,-band (abcmini recipe lists them)."),
+    calibration: str = typer.Option(None, help="ABC: paper = Algorithm 1 as written (--rules none --kappa-cross 4.5); options above override it."),
     lengths: str = typer.Option(None, help="Test lengths after training, comma-separated."),
     test_frame: str = typer.Option(None, help="fixed: test in the training frame; follows: grow it with the length."),
     test_seed: int = typer.Option(None, help="Seed of the test numbers."),
@@ -292,6 +294,7 @@ def train(
         overrides = {field: ctx.params[ex.option_name(field)] for field in ex.OVERRIDABLE}  # every field a recipe sets has its option
         overrides |= {"bias_file": bias and os.path.abspath(bias), "lengths": lengths and parse_integers(lengths, "--lengths", minimum=1)}
         overrides = {key: value for key, value in overrides.items() if value is not None}
+        overrides = {**calibration_preset(calibration), **overrides}
         if growing:
             if pad_width is not None:
                 raise UserError("--growing and --pad-width are alternatives; pass one")
@@ -336,6 +339,15 @@ def train(
     print_accuracy(record)
 
 
+def calibration_preset(name: str | None) -> dict:
+    """The calibration fields ``--calibration NAME`` sets: ``paper`` is Algorithm 1 as written, ``abc`` the recipe's."""
+    from abcmini.recipes import PAPER_CALIBRATION
+
+    if name not in (None, "abc", "paper"):
+        raise UserError(f"--calibration is abc or paper, not {name!r}")
+    return dict(PAPER_CALIBRATION) if name == "paper" else {}
+
+
 @app.command("eval")
 def evaluate(
     run_dir: str = typer.Argument(..., help="A run directory written by abcmini train."),
@@ -376,6 +388,8 @@ def calibrate_command(
     samples: int = typer.Option(None, help="Training inputs decoded to average the attention over."),
     seed: int = typer.Option(None, help="Seed of that subset."),
     min_accuracy: float = typer.Option(None, help="Refuse a run below this validation exact match."),
+    rules: str = typer.Option(None, help="The rules beyond Algorithm 1: all | none | names | all,-band (abcmini recipe lists them)."),
+    calibration: str = typer.Option(None, help="paper = Algorithm 1 as written (--rules none --kappa-cross 4.5); options above override it."),
     out: str = typer.Option(None, help="Bias file to write [default: RUN_DIR/abc_bias.pt]; heatmaps go beside it."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing bias file."),
     wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),
@@ -401,7 +415,8 @@ def calibrate_command(
         cfg = run_config_of(state)
         task = cfg.task
         given = {name: ctx.params[name] for name in CALIBRATION_FIELDS}  # each calibration field is one option
-        settings = replace(chosen.calibration, **{k: v for k, v in given.items() if v is not None})
+        given = {**calibration_preset(calibration), **{k: v for k, v in given.items() if v is not None}}
+        settings = replace(chosen.calibration, **given)
         check_memory(cfg, "cpu", settings.samples, "calibration")
         path = out or os.path.join(run_dir, "abc_bias.pt")
         if os.path.isdir(path):

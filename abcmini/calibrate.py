@@ -1,14 +1,12 @@
-"""Attention Bias Calibration (paper §4, Algorithm 1, steps 3–5): averaged attention → line tables.
+"""Attention Bias Calibration (paper §4 and Algorithm 1): averaged attention → line tables.
 
-``calibrate`` turns an averaged attention tensor ``Ā [h m n]`` of any model into ``LineBias``
-tables (direction × head × line → value; ``abcmini.biases``) that materialize at any length.
-Line indices follow ``biases.line_ids``: they match the labels ``d_l`` of the paper's figure
-"directions ABC explores". Every step is tensor code, with no loop over matrix cells. The rules
-beyond the paper (support, padding, silent empty heads, the start cell) each fix a measured
-failure: docs/recipe.md. ``calibrate_layers`` is the one procedure on every decoder layer's
-averaged attention (``average_attention``). Loading a run, sampling its training inputs and saving
-the bias are the run layer's (``pipeline.calibrate_run``). Plain PyTorch: nothing here knows the
-tasks, the recipes or the run layer; task structure arrives as data (layout, padding masks).
+``calibrate`` with its defaults is the paper's Algorithm 1, steps 2.1–2.4, on one attention
+``Ā [h m n]``; each keyword beyond ``kappa``, ``deltas`` and ``right`` switches on one rule beyond
+it. ``procedure`` is ABC on a model: the paper's choices (last decoder layer, directions 1, −1
+and 0) with the named ``RULES`` a caller asks for; ``RULES`` all on is abcmini's default, none
+is Algorithm 1 as written. Every step is tensor code, with no loop over matrix cells. Plain
+PyTorch: task structure arrives as data (layout, padding masks); docs/recipe.md has the
+measurement behind each rule.
 """
 
 import functools
@@ -17,14 +15,17 @@ import torch
 from einops import rearrange
 
 from abcmini.biases import NEG_INF, Calibrated, Layout, LineBias, in_segment, line_ids
+from abcmini.rules import RULES
 
-SELF_DIRECTIONS = (1, 0)  # diagonals and verticals; an anti-diagonal of a causal square is never extended
-CROSS_DIRECTIONS = (-1, 0)  # anti-diagonals and verticals: the digit alignments of reversed outputs
+PAPER_DIRECTIONS = (1, -1, 0)  # "the diagonal, the anti-diagonal, and the vertical lines" (§4)
+SELF_DIRECTIONS = (1, 0)  # rule "directions": an anti-diagonal of a causal square is never extended
+CROSS_DIRECTIONS = (-1, 0)  # rule "directions": the digit alignments of reversed outputs
+
 
 
 def line_average(attention: torch.Tensor, delta: int, right: bool = True, skip_start: bool = False,
                  segment=None) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """``d_l``: the mean of ``attention [h m n]`` along every line of direction ``Δ``.
+    """Step 2.1: ``d_l = (1/|l|) Σ_{(i,j) ∈ l} Ā_ij`` along every line of direction ``(1, Δ)``.
 
     Returns ``(d [h lines], cells [lines], first)``: column ``c`` holds line index ``first + c``,
     ``cells`` how many cells of ``attention`` that line crosses. ``skip_start``: a sloped line
@@ -48,7 +49,7 @@ def line_average(attention: torch.Tensor, delta: int, right: bool = True, skip_s
 
 
 def dropoff(d: torch.Tensor, kappa: float, supported: torch.Tensor | None = None) -> torch.Tensor:
-    """Per head: ``d_l − d_max`` where ``d_l > μ + κσ``, −inf elsewhere.
+    """Step 2.2, eq. (3), per head: ``dropoff(d_l − d_max)``, kept where ``d_l > μ + κσ``, −inf elsewhere.
 
     ``supported [lines]`` (default all): the lines long enough to be extended; ``μ``, ``σ`` and
     ``d_max`` are taken over them only, and every other line is −inf.
@@ -81,51 +82,52 @@ def nearest_band(kept: torch.Tensor, first: int) -> torch.Tensor:
     return kept.masked_fill(~band, NEG_INF)
 
 
-def calibrate(attention: torch.Tensor, kappa: float, deltas, right: bool = True, min_support: float = 0.5,
-              padding: torch.Tensor | None = None, no_vertical: torch.Tensor | None = None, causal: bool = False,
-              transparent_empty: bool = True, skip_start: bool = False, layout: Layout | None = None,
-              kappa_vertical: float | None = None, band: bool = False) -> LineBias:
-    """ABC steps 3–5 on an averaged attention tensor ``Ā [h m n]`` (trusted rows only).
+def calibrate(attention: torch.Tensor, kappa: float, deltas=PAPER_DIRECTIONS, right: bool = True, *,
+              layout: Layout | None = None, min_support: float = 0.0, padding: torch.Tensor | None = None,
+              no_vertical: torch.Tensor | None = None, causal: float = 0.0, skip_start: bool = False,
+              band: bool = False, transparent_empty: bool = True, kappa_vertical: float | None = None) -> LineBias:
+    """Algorithm 1 on ``Ā [h m n]`` (the trusted rows): the line tables ``Ã`` is read from at any ``M × N``.
 
-    ``right``: cross-attention (True) or decoder self-attention (False), see ``line_ids``.
-    ``layout`` (the keys' segments, ``biases.segments_of``): lines counted per segment, one table
-    per direction and segment; the dropoff's statistics still pool every line of a direction.
-    Rules beyond the paper's (docs/recipe.md gives the failure each fixes; min_support = 0 and the
-    defaults of the others give the paper's Algorithm 1):
-    ``min_support``: extend only lines crossing that fraction of the ``m`` rows, and the last row;
-    ``padding [n]`` (key columns that are padding in every input): a kept line must read a real
-    token on ``min_support`` of the rows; ``no_vertical [n]``: no vertical on such a column
-    (padding in some input; with ``verticals: markers``, every column but a one-token part's);
-    ``causal``: a kept line must cross ``min_support·m`` cells a row can attend to;
-    ``skip_start``: sloped lines are averaged without their cell in column 0;
-    ``transparent_empty``: a head with no line reads everything (the paper) or nothing but column 0;
-    ``kappa_vertical``: the dropoff factor of verticals (default ``kappa``);
-    ``band``: a causal matrix's diagonals kept only as a band from the row's own token back.
+    ``right``: cross-attention (True: Δ ≤ 0 lines counted from the top-right corner, the
+    algorithm's footnote) or decoder self-attention (False), see ``biases.line_ids``. With the
+    other defaults this is the paper's algorithm; each keyword is one rule of ``RULES``:
+    ``layout`` (operand_lines: one table per input part, the dropoff's statistics pooled);
+    ``min_support`` (support: lines crossing that fraction of the ``m`` rows, and the last row);
+    ``padding [n]`` (padding: a kept line reads a real token on ``min_support`` of the rows);
+    ``no_vertical [n]`` (padding, marker_verticals: columns with no vertical); ``causal``
+    (a kept line crosses that fraction of ``m`` cells the causal mask opens); ``skip_start``;
+    ``band``; ``transparent_empty`` (False: silent_empty); ``kappa_vertical`` (vertical_kappa0).
     """
     _, m, n = attention.shape
     segments = list(layout) if layout else [None]
-    last_row = torch.zeros(m, n, dtype=torch.bool, device=attention.device)
+    every = torch.ones(m, n, dtype=torch.bool, device=attention.device)
+    last_row = torch.zeros_like(every)
     last_row[-1] = True
     tables, kept_tables = [], []
-    for delta in deltas:
+    for delta in deltas:  # for (1, Δ) ∈ D
+        # Step 2.1, averaging across lines (in each segment when lines are anchored at operands)
         parts = [(segment, *line_average(attention, delta, right, skip_start, segment)) for segment in segments]
         d = torch.cat([part[1] for part in parts], dim=-1)
         supported = torch.cat([part[2] for part in parts]) >= min_support * m
+        # Step 2.2, eq. (3): Ã on line l is dropoff(d_l − d_max), threshold μ + κσ; −inf off every line of Ā
         factor = kappa if delta != 0 or kappa_vertical is None else kappa_vertical
-        for segment, part, kept in zip(segments, parts, dropoff(d, factor, supported).split([p[1].shape[-1] for p in parts], -1)):
+        kept_parts = dropoff(d, factor, supported).split([part[1].shape[-1] for part in parts], -1)
+        for (segment, _, _, first), kept in zip(parts, kept_parts):
             counts = functools.partial(line_counts, delta=delta, right=right, segment=segment)
-            if min_support > 0:
+            if min_support > 0:  # support: a line must reach the last trusted row
                 kept = kept.masked_fill(counts(last_row) == 0, NEG_INF)
-            if min_support > 0 and causal:
-                kept = kept.masked_fill(counts(torch.ones(m, n, dtype=torch.bool, device=attention.device).tril()) < min_support * m, NEG_INF)
-            if padding is not None:
+            if causal > 0:  # causal: enough cells a row may attend to
+                kept = kept.masked_fill(counts(every.tril()) < causal * m, NEG_INF)
+            if padding is not None:  # padding: enough rows where the line reads a real token
                 kept = kept.masked_fill(counts((~padding).expand(m, -1)) < max(1.0, min_support * m), NEG_INF)
-            if no_vertical is not None and delta == 0:
+            if no_vertical is not None and delta == 0:  # padding, marker_verticals
                 kept = kept.masked_fill(counts(no_vertical.expand(m, -1)) > 0, NEG_INF)
-            if band and delta == 1:
-                kept = nearest_band(kept, part[3])
-            tables.append(part[3])
+            if band and delta == 1:  # band
+                kept = nearest_band(kept, first)
+            tables.append(first)
             kept_tables.append(kept)
+    # Step 2.4, finalization: directions merge by element-wise max and a head left with nothing
+    # open is transparent (all 0); ``LineBias`` does both when it materializes Ã at any M × N.
     width = max(kept.shape[-1] for kept in kept_tables)
     values = torch.stack([torch.nn.functional.pad(kept, (0, width - kept.shape[-1]), value=NEG_INF) for kept in kept_tables])
     indices = tuple(range(len(segments))) if layout else ()
@@ -165,18 +167,37 @@ def average_attention(model, example, trusted_rows: int, batch_size: int = 500, 
     return (totals["self"] / len(example.src))[..., :rows, :rows], (totals["cross"] / len(example.src))[..., :rows, :]
 
 
-def calibrate_layers(self_avg: torch.Tensor, cross_avg: torch.Tensor, layout: Layout, src_padding: torch.Tensor,
-                     out_padding: torch.Tensor, kappa_self: float, kappa_cross: float, min_support: float) -> Calibrated:
-    """The one procedure (docs/recipe.md) on ``Ā`` of every decoder layer (``[layers h q k]``):
-    each layer calibrated (cross lines anchored in ``layout``; verticals only on its one-token
-    parts, kept wherever a head reads one more than its direction's average line; self-attention's
-    diagonals a band from the row's own token back; no line on padding (``src_padding [n s]``,
-    ``out_padding [n q]``: which cells of each calibration input are padding); SOS left out of
-    diagonals; empty heads silent), and their lines united into one bias for every layer."""
-    cross_rules = {"padding": src_padding.all(dim=0), "no_vertical": src_padding.any(dim=0) | ~marker_columns(layout, src_padding.shape[-1])}
-    self_rules = {"no_vertical": out_padding.any(dim=0) | (torch.arange(out_padding.shape[-1]) > 0)}
-    rules = {"min_support": min_support, "transparent_empty": False, "kappa_vertical": 0.0}
-    layers = [Calibrated(calibrate(s, kappa_self, SELF_DIRECTIONS, right=False, causal=True, skip_start=True, band=True, **self_rules, **rules),
-                         calibrate(c, kappa_cross, CROSS_DIRECTIONS, right=True, layout=layout, **cross_rules, **rules))
-              for s, c in zip(self_avg, cross_avg)]
-    return functools.reduce(Calibrated.union, layers)
+def calibrated_layers(depth: int, rules) -> tuple[int, ...]:
+    """The decoder layers whose attention is calibrated: the last (step 1), every one with unite_layers."""
+    return tuple(range(depth)) if "unite_layers" in rules else (depth - 1,)
+
+
+def procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, layout: Layout, src_padding: torch.Tensor,
+              out_padding: torch.Tensor, kappa_self: float, kappa_cross: float, min_support: float,
+              rules=tuple(RULES)) -> Calibrated:
+    """ABC on ``Ā`` of every decoder layer (``[layers h q k]``): Algorithm 1 on the layers of
+    ``calibrated_layers``, self- and cross-attention apart, with each rule named in ``rules``
+    (``()``: the paper as written), their lines united into one bias for every layer (step 3).
+    ``src_padding [n s]``, ``out_padding [n q]``: which cells of each calibration input are padding."""
+    on = set(rules)
+    if on - set(RULES):
+        raise ValueError(f"unknown calibration rules {sorted(on - set(RULES))}; rules are {', '.join(RULES)}")
+    n_src, n_out = src_padding.shape[-1], out_padding.shape[-1]
+    cross_vertical, self_vertical = torch.zeros(n_src, dtype=torch.bool), torch.zeros(n_out, dtype=torch.bool)
+    if "padding" in on:
+        cross_vertical, self_vertical = src_padding.any(dim=0), out_padding.any(dim=0)
+    if "marker_verticals" in on:
+        cross_vertical = cross_vertical | ~marker_columns(layout, n_src)
+        self_vertical = self_vertical | (torch.arange(n_out) > 0)  # SOS, the decoder's one marker
+    support = min_support if "support" in on else 0.0
+    shared = {"min_support": support, "transparent_empty": "silent_empty" not in on,
+              "kappa_vertical": 0.0 if "vertical_kappa0" in on else None}
+    cross = {"layout": layout if "operand_lines" in on else None, "no_vertical": cross_vertical,
+             "padding": src_padding.all(dim=0) if "padding" in on else None}
+    self_ = {"no_vertical": self_vertical, "causal": min_support if "causal" in on else 0.0,
+             "skip_start": "skip_start" in on, "band": "band" in on}
+    self_deltas, cross_deltas = (SELF_DIRECTIONS, CROSS_DIRECTIONS) if "directions" in on else (PAPER_DIRECTIONS,) * 2
+    biases = [Calibrated(calibrate(self_avg[layer], kappa_self, self_deltas, right=False, **self_, **shared),
+                         calibrate(cross_avg[layer], kappa_cross, cross_deltas, right=True, **cross, **shared))
+              for layer in calibrated_layers(len(self_avg), on)]
+    return functools.reduce(Calibrated.union, biases)

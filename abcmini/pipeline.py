@@ -14,7 +14,7 @@ import torch
 
 from abcmini import __version__, commit
 from abcmini.biases import Calibrated, PerLayer, open_lines, scaffold_from_state, segments_of
-from abcmini.calibrate import average_attention, calibrate_layers
+from abcmini.calibrate import average_attention, calibrated_layers, procedure
 from abcmini.errors import UserError
 from abcmini.evaluate import extrapolation_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
@@ -160,9 +160,9 @@ class NotInterpolatedError(UserError):
 
 
 def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
-    """ABC steps 1–5 for a trained run: refuse it unless it interpolated, decode
-    ``settings.samples`` seeded training inputs, average every decoder layer's attention,
-    ``calibrate_layers`` it, and save the bias file at ``out``. Returns the saved payload plus the
+    """ABC steps 1–2 for a trained run: refuse it unless it interpolated, decode
+    ``settings.samples`` seeded training inputs, average the decoder layers' attention, run the
+    calibration ``procedure`` with the settings' rules, and save the bias file at ``out``. Returns the saved payload plus the
     ``example`` it was computed on and the run's ``config``."""
     state = load_checkpoint(run_dir)
     cfg, model = load_model(state)
@@ -170,13 +170,14 @@ def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
     if reached < settings.min_accuracy:
         raise NotInterpolatedError(f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < "
                                    f"{settings.min_accuracy:.2%}; train it longer (--stop-at)")
-    layers = tuple(range(model.cfg.dec_layers))
+    rules = settings.rule_names()
+    layers = calibrated_layers(model.cfg.dec_layers, rules)
     a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).train, settings.samples, torch.Generator().manual_seed(settings.seed))
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
     self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, layers=layers)
     out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]
-    scaffold = calibrate_layers(self_avg, cross_avg, segments_of(digit_mask(example.src[0])), padding_cells(example.src), out_padding,
-                                settings.kappa_self, settings.kappa_cross, settings.min_support)
+    scaffold = procedure(self_avg, cross_avg, segments_of(digit_mask(example.src[0])), padding_cells(example.src), out_padding,
+                         settings.kappa_self, settings.kappa_cross, settings.min_support, rules)
     payload = {
         "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads, "aligned": cfg.aligned,
         "calibration": {**asdict(settings), "layers": list(layers)},

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import yaml
 
+from abcmini.rules import RULES
 from abcmini.names import check_int
 
 from abcmini.errors import UserError
@@ -48,6 +49,7 @@ class Calibration:
     samples: int = why(1000, "training inputs decoded to average the attention over")
     seed: int = why(0, "seed of that subset of training inputs")
     min_accuracy: float = why(0.99, "refuse a source below this validation exact match: it has not interpolated")
+    rules: str = why("all", "every rule beyond Algorithm 1 (abcmini recipe RECIPE lists them); none: the paper as written")
 
     def __post_init__(self):
         for name in ("kappa_self", "kappa_cross", "min_support", "min_accuracy"):
@@ -57,6 +59,25 @@ class Calibration:
             raise ConfigError(f"min_support must lie in [0, 1], got {self.min_support}")
         if self.samples < 1:
             raise ConfigError(f"--samples must be at least 1, got {self.samples}")
+        self.rule_names()
+
+    def rule_names(self) -> tuple[str, ...]:
+        """``rules`` spelled out: ``all``, ``none``, names, or ``all,-band`` (all but band), in ``RULES``' order."""
+        chosen = set()
+        for word in filter(None, (w.strip() for w in self.rules.split(","))):
+            name = word.removeprefix("-")
+            if word in ("all", "none"):
+                chosen = set(RULES) if word == "all" else set()
+            elif name not in RULES:
+                raise ConfigError(f"unknown calibration rule {name!r}; rules are all, none or {', '.join(RULES)}")
+            elif word.startswith("-"):
+                chosen.discard(name)
+            else:
+                chosen.add(name)
+        return tuple(name for name in RULES if name in chosen)
+
+
+PAPER_CALIBRATION = {"rules": "none", "kappa_cross": 4.5}  # --calibration paper: Algorithm 1 with the paper's κ
 
 
 @dataclass(frozen=True)
@@ -122,6 +143,8 @@ class Recipe:
         for f in fields(self):
             if f.name == "calibration":
                 rows += [(f"calibration.{c.name}", getattr(self.calibration, c.name), c.metadata["why"]) for c in fields(Calibration)]
+                on = self.calibration.rule_names()
+                rows += [(f"calibration rule {name}", "on" if name in on else "off", reason) for name, reason in RULES.items()]
             elif f.name != "changes":
                 rows.append((f.name, getattr(self, f.name), f.metadata["why"]))
         changed = dict(self.changes)

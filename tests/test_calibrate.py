@@ -81,14 +81,14 @@ def test_skip_start_leaves_the_sos_sink_out_of_the_diagonals():
     attention = torch.tensor([[[1.0, 0, 0, 0], [0.2, 0.8, 0, 0], [1.0, 0, 0, 0], [1.0, 0, 0, 0]]])
     # Every cell: d = [1, .5, .067, .45, 0, 0, 0]; lines with ≥ 2 cells (−2 … 2): μ = .203, σ = .224,
     # κ = .87 → .398: line −2 passes on its one SOS cell (2, 0), next to the main diagonal.
-    plain = calibrate(attention, kappa=0.87, deltas=(1,), right=False)
+    plain = calibrate(attention, kappa=0.87, deltas=(1,), right=False, min_support=0.5)
     assert torch.isfinite(plain.values[0, 0]).nonzero().flatten().add(-3).tolist() == [-2, 0]
     # Without column 0: −2 = {(3, 1)}, −1 = {(2, 1), (3, 2)}, 0 = {(1, 1), (2, 2), (3, 3)}: d0 = .267;
     # lines with ≥ 2 cells (−1 … 2): μ = .067, σ = .115 → .167: only the main diagonal.
     d, cells, first = line_average(attention, 1, right=False, skip_start=True)
     assert first == -3 and cells.tolist() == [0, 1, 2, 3, 3, 2, 1]
     assert torch.allclose(d[0], torch.tensor([0, 0, 0, 0.8 / 3, 0, 0, 0]))
-    skipped = calibrate(attention, kappa=0.87, deltas=(1,), right=False, skip_start=True)
+    skipped = calibrate(attention, kappa=0.87, deltas=(1,), right=False, skip_start=True, min_support=0.5)
     assert torch.isfinite(skipped.values[0, 0]).nonzero().flatten().add(-3).tolist() == [0]
     vertical, _, _ = line_average(attention, 0, right=False, skip_start=True)  # verticals keep column 0
     assert vertical[0, 0] == pytest.approx(0.8)
@@ -144,7 +144,7 @@ def test_verticals_on_markers_keep_the_operator_and_drop_a_digit():
     markers = marker_columns(((0, 0), (1, 3), (4, 4), (5, 7)), 8)  # $ a + b
     assert markers.tolist() == [True, False, False, False, True, False, False, False]
     assert marker_columns(((0, 0), (1, 3), (4, 4), (5, 5)), 6).tolist() == [True, False, False, False, True, True]  # $ a * b
-    kept = lambda **rule: torch.isfinite(calibrate(attention, kappa=1.0, deltas=(0,), **rule).values[0, 0]).nonzero().flatten().tolist()  # noqa: E731
+    kept = lambda **rule: torch.isfinite(calibrate(attention, kappa=1.0, deltas=(0,), **rule, min_support=0.5).values[0, 0]).nonzero().flatten().tolist()  # noqa: E731
     assert kept() == [3, 4]
     assert kept(no_vertical=~markers) == [4]
 
@@ -157,9 +157,9 @@ def test_a_marker_vertical_read_above_the_average_line_is_kept_below_kappa_sigma
     attention = torch.tensor([[0.2, 0.1, 0.1, 0.1, 0.2, 0.4]]).expand(1, 4, 6)
     no_vertical = ~marker_columns(((0, 0), (1, 3), (4, 4), (5, 5)), 6)
     kept = lambda bias: torch.isfinite(bias.values[0, 0]).nonzero().flatten().tolist()  # noqa: E731
-    assert kept(calibrate(attention, kappa=2.0, deltas=(0,), no_vertical=no_vertical)) == [5]
-    assert kept(calibrate(attention, kappa=2.0, deltas=(0,), no_vertical=no_vertical, kappa_vertical=0.0)) == [0, 4, 5]
-    anti = lambda **rule: calibrate(attention, kappa=2.0, deltas=(-1,), **rule).values  # noqa: E731
+    assert kept(calibrate(attention, kappa=2.0, deltas=(0,), no_vertical=no_vertical, min_support=0.5)) == [5]
+    assert kept(calibrate(attention, kappa=2.0, deltas=(0,), no_vertical=no_vertical, kappa_vertical=0.0, min_support=0.5)) == [0, 4, 5]
+    anti = lambda **rule: calibrate(attention, kappa=2.0, deltas=(-1,), **rule, min_support=0.5).values  # noqa: E731
     assert torch.equal(anti(kappa_vertical=0.0), anti())
 
 
@@ -171,9 +171,9 @@ def test_self_diagonals_keep_a_band_from_the_rows_own_token_back():
     reads = lambda *lags: sum(((j == i + lag) | ((j == 0) & (i + lag < 0))).float() for lag in lags) / len(lags)  # noqa: E731
     attention = torch.stack([reads(0, -3), reads(0, -1)])
     kept = lambda bias, h: [bias.firsts[0] + c for c in torch.isfinite(bias.values[0, h]).nonzero().flatten().tolist()]  # noqa: E731
-    free = calibrate(attention, kappa=0.87, deltas=(1,), right=False, causal=True)
+    free = calibrate(attention, kappa=0.87, deltas=(1,), right=False, causal=0.5, min_support=0.5)
     assert [kept(free, 0), kept(free, 1)] == [[-3, 0], [-1, 0]]
-    banded = calibrate(attention, kappa=0.87, deltas=(1,), right=False, causal=True, band=True)
+    banded = calibrate(attention, kappa=0.87, deltas=(1,), right=False, causal=0.5, band=True, min_support=0.5)
     assert [kept(banded, 0), kept(banded, 1)] == [[0], [-1, 0]]
 
 
@@ -181,16 +181,16 @@ def test_a_self_attention_vertical_open_to_the_last_rows_only_is_dropped():
     """Causal 4 × 4: column 3 can be attended from row 3 only, one cell (< 0.5 · 4 rows); it
     passes the dropoff on that cell, and it would mark the last row."""
     attention = torch.tensor([[[1.0, 0, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1]]])  # d = [.75, 0, 0, .25]
-    assert calibrate(attention, kappa=-0.5, deltas=(0,), right=False).values[0, 0].tolist() == [0.0, X, X, -0.5]
-    causal = calibrate(attention, kappa=-0.5, deltas=(0,), right=False, causal=True)
+    assert calibrate(attention, kappa=-0.5, deltas=(0,), right=False, min_support=0.5).values[0, 0].tolist() == [0.0, X, X, -0.5]
+    causal = calibrate(attention, kappa=-0.5, deltas=(0,), right=False, causal=0.5, min_support=0.5)
     assert causal.values[0, 0].tolist() == [0.0, X, X, X]
-    assert torch.equal(calibrate(attention, kappa=-0.5, deltas=(0,), right=False, causal=True, min_support=0.0).values,
-                       calibrate(attention, kappa=-0.5, deltas=(0,), right=False, min_support=0.0).values)
+    alone = calibrate(attention, kappa=-0.5, deltas=(0,), right=False, causal=0.5)  # the rule without support's
+    assert alone.values[0, 0].tolist() == [0.0, X, X, X]
 
 
 def test_a_head_with_nothing_open_is_transparent_and_no_row_is_all_closed():
     flat = torch.stack([A[0], torch.full((2, 3), 0.5)])  # head 1: every line equal, nothing passes
-    bias = calibrate(flat, kappa=0.5, deltas=(1,))
+    bias = calibrate(flat, kappa=0.5, deltas=(1,), min_support=0.5)
     assert bias.transparent.tolist() == [False, True]
     assert (bias(4, 6)[1] == 0).all()
     single = bias(1, 1)  # head 0: line 0 was dropped, so the only cell is closed → column 0 opens
@@ -227,17 +227,17 @@ def test_union_of_layers_opens_the_lines_of_either():
 
 def test_a_silent_empty_head_reads_only_the_first_column():
     flat = torch.stack([A[0], torch.full((2, 3), 0.5)])  # head 1 empty, as above
-    bias = calibrate(flat, kappa=0.5, deltas=(1,), transparent_empty=False)
+    bias = calibrate(flat, kappa=0.5, deltas=(1,), transparent_empty=False, min_support=0.5)
     assert bias.transparent.tolist() == [False, True]
     assert bias(3, 4)[1].tolist() == [[0.0, X, X, X]] * 3
-    assert torch.equal(bias(3, 4)[0], calibrate(flat, kappa=0.5, deltas=(1,))(3, 4)[0])  # other heads unchanged
+    assert torch.equal(bias(3, 4)[0], calibrate(flat, kappa=0.5, deltas=(1,), min_support=0.5)(3, 4)[0])  # other heads unchanged
 
 
 @pytest.mark.parametrize("right", [True, False])
 @pytest.mark.parametrize("delta", [1, 2, -1, -2, 0])
 def test_materialized_sizes_agree_on_their_common_cells(delta, right):
     torch.manual_seed(delta + 5)
-    bias = calibrate(torch.rand(3, 5, 7), kappa=0.0, deltas=(delta,), right=right)
+    bias = calibrate(torch.rand(3, 5, 7), kappa=0.0, deltas=(delta,), right=right, min_support=0.5)
     small, large = bias(5, 7), bias(9, 13)
     if delta > 0 or not right:  # anchored at the top-left corner
         common = large[:, :5, :7]
