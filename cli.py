@@ -22,6 +22,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer v
 from typer.core import TyperGroup
 
 from abcmini.errors import Stopped, UserError, exit_code_of, raise_stopped
+from abcmini.nn import InputError
 from abcmini.names import check_int
 
 console = Console()
@@ -111,10 +112,11 @@ app = typer.Typer(
 
 @contextmanager
 def user_errors():
-    """A user's error (``abcmini.errors.UserError``) as one line and exit code 2; a bug keeps its traceback."""
+    """A user's error (``abcmini.errors.UserError``, or the library's ``InputError``) as one line
+    and exit code 2; a bug keeps its traceback."""
     try:
         yield
-    except UserError as error:
+    except InputError as error:
         errors.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
@@ -199,7 +201,7 @@ def waiting_line(text: str) -> None:
 def print_calibration(result: dict, seconds: float) -> None:
     import torch
 
-    from abcmini.biases import scaffold_from_state
+    from abcmini.nn.biases import scaffold_from_state
 
     for kind, table in scaffold_from_state(result["bias"]).tables():
         open_lines = torch.isfinite(table.values).sum(dim=(0, 2)).tolist()
@@ -455,7 +457,7 @@ def report_command(
     beside: str = typer.Option(None, help="Another directory of records (another recipe): each seed set beside its own."),
 ):
     """Both of the paper's tables (ours beside the paper's), training cost and one accuracy-vs-length figure per task."""
-    from abcmini.report import collect, with_blocks, write_report
+    from abcmini.outputs.report import collect, with_blocks, write_report
     from abcmini.store import atomic_write
 
     with user_errors():
@@ -483,7 +485,7 @@ def dashboard_command(
     out: str = typer.Option(None, help="HTML file to write [default: RUNS_DIR/dashboard.html for one directory, ./dashboard.html for several]."),
 ):
     """One self-contained HTML page comparing the methods of any number of results roots: accuracy against length, both tables, each cell's training, attention and scaffold."""
-    from abcmini.dashboard import write_dashboard
+    from abcmini.outputs.dashboard import write_dashboard
 
     runs_dirs = runs_dirs or ["runs"]
     with user_errors():
@@ -509,10 +511,10 @@ def reproduce_command(
 ):
     """The paper end to end: every cell of both tables through the same path as abcmini train, then the tables and figures. Resumes where it stopped."""
     from abcmini.recipes import load_recipe
-    from abcmini.dashboard import write_dashboard
+    from abcmini.outputs.dashboard import write_dashboard
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking
-    from abcmini.report import write_report
+    from abcmini.outputs.report import write_report
     from abcmini.reproduce import plan, read_invocations, run_all, table_cells
 
     with user_errors():

@@ -1,12 +1,14 @@
-"""The one base class of errors a user can cause (bad input, an unusable file). The CLI turns
-these, and only these, into one line and exit code 2; anything else is a bug and keeps its
+"""The one base class of errors a user can cause (bad input, an unusable file), a kind of the
+library's ``InputError``. The CLI turns these, and only these, into one line and exit code 2; anything else is a bug and keeps its
 traceback. ``Stopped`` is a stop signal (SIGTERM) raised where the program is, as Python raises
 SIGINT's ``KeyboardInterrupt``."""
 
 import signal
 
+from abcmini.nn import InputError
 
-class UserError(Exception):
+
+class UserError(InputError):
     pass
 
 

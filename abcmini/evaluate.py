@@ -3,7 +3,7 @@
 import torch
 
 from abcmini.errors import UserError
-from abcmini.model import Transformer
+from abcmini.nn.model import Transformer
 from abcmini.tasks import POOL_DIGITS, Example, extrapolation_operands, format_task
 
 

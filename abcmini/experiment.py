@@ -9,8 +9,8 @@ import os
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from abcmini.model import ARCHS, PRESETS, ModelConfig
-from abcmini.positions import IN_ATTENTION, SCHEMES, TODAYS_SCHEMES
+from abcmini.nn.model import ARCHS, PRESETS, ModelConfig
+from abcmini.nn.positions import IN_ATTENTION, SCHEMES, TODAYS_SCHEMES
 from abcmini.recipes import PAPER, Calibration, ConfigError, Recipe, check_test_frame, check_window_unit
 from abcmini.tasks import POOL_DIGITS, check_task, is_binary
 
@@ -87,7 +87,7 @@ class RunConfig:
     recipe's."""
 
     task: str = setting("successor", "cell")
-    arch: str = setting(PAPER.arch, "shared")  # the paper's encoder-decoder, or a GPT-style "decoder" (abcmini.decoder)
+    arch: str = setting(PAPER.arch, "shared")  # the paper's encoder-decoder, or a GPT-style "decoder" (abcmini.nn.decoder)
     scheme: str = setting("vanilla", "cell")
     period: int = setting(0, "cell")  # CPI period T (0: off)
     cpi_from: str = setting("start", "run")  # CPI positions of the input counted from its first token or its "end"

@@ -1,7 +1,7 @@
 """One cell end to end, the same for ``abcmini train`` and ``abcmini reproduce``: train (for
 ABC: train the Vanilla source to interpolation, calibrate it, retrain with the bias), evaluate
 at the experiment's lengths, write the result record ``RUN_DIR/eval.json``, and track every
-stage as a wandb run of the cell (``abcmini.track``): the source's training, the calibration
+stage as a wandb run of the cell (``abcmini.outputs.track``): the source's training, the calibration
 and the retraining, tied by group and by artifacts (source model → bias → retrained model).
 """
 
@@ -13,17 +13,17 @@ from dataclasses import asdict, dataclass
 import torch
 
 from abcmini import __version__, commit
-from abcmini.biases import Calibrated, PerLayer, open_lines, scaffold_from_state, segments_of
-from abcmini.calibrate import average_attention, calibrated_layers, procedure
+from abcmini.nn.biases import Calibrated, PerLayer, open_lines, scaffold_from_state, segments_of
+from abcmini.nn.calibrate import average_attention, calibrated_layers, procedure
 from abcmini.errors import UserError
 from abcmini.evaluate import extrapolation_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
-from abcmini.figures import attention_figures, bias_figures, calibration_figures, close
+from abcmini.outputs.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.limits import batch_for, check_evaluation, check_writable
 from abcmini.recipes import Calibration, check_test_frame
 from abcmini.store import CHECKPOINT, checkpoint_identity, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
 from abcmini.tasks import POOL_DIGITS, Pool, detokenize, digit_mask, extrapolation_set_size, format_task, padding_cells, sample_operands
-from abcmini.track import ID_FILE, Tracker, artifact_name, run_config, under_agent
+from abcmini.outputs.track import ID_FILE, Tracker, artifact_name, run_config, under_agent
 from abcmini.train import Trainer, load_model
 
 LOG_EVERY = 10  # training loss and learning rate go to wandb every this many steps

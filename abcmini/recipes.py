@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import yaml
 
-from abcmini.rules import RULES
+from abcmini.nn.rules import RULES
 from abcmini.names import check_int
 
 from abcmini.errors import UserError
@@ -41,7 +41,7 @@ def why(default, reason: str):
 @dataclass(frozen=True)
 class Calibration:
     """ABC's calibration settings: one procedure for every recipe and task (paper §4, Algorithm 1,
-    with the rules docs/recipe.md explains; their fixed parts live in ``abcmini.calibrate``)."""
+    with the rules docs/recipe.md explains; their fixed parts live in ``abcmini.nn.calibrate``)."""
 
     kappa_self: float = why(0.87, "the paper's dropoff factor for self-attention")
     kappa_cross: float = why(2.5, "a pad-10 frame has few cross lines; none stands the paper's 4.5 sigma out")

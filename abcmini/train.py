@@ -8,11 +8,11 @@ import torch
 import torch.nn.functional as F
 
 from abcmini import __version__
-from abcmini.biases import Window, scaffold_from_state
+from abcmini.nn.biases import Window, scaffold_from_state
 from abcmini.errors import UserError
 from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig, learning_rate, run_config_of
-from abcmini.decoder import build_model
+from abcmini.nn.decoder import build_model
 from abcmini.store import CheckpointError, check_bias_matches, load_bias, load_checkpoint, save_checkpoint
 from abcmini.tasks import POOL_DIGITS, Example, Pool, by_length, format_task, sample_operands
 

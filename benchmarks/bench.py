@@ -36,14 +36,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from abcmini.biases import NEG_INF, Window
-from abcmini.calibrate import calibrate
-from abcmini.decoder import DecoderOnly
+from abcmini.nn.biases import NEG_INF, Window
+from abcmini.nn.calibrate import calibrate
+from abcmini.nn.decoder import DecoderOnly
 from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig
 from abcmini.limits import batch_for
-from abcmini.model import PRESETS, ModelConfig, Transformer
-from abcmini.positions import sinusoidal
+from abcmini.nn.model import PRESETS, ModelConfig, Transformer
+from abcmini.nn.positions import sinusoidal
 from abcmini.tasks import VOCAB, Pool, extrapolation_operands, format_task, sample_operands
 
 

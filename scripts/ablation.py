@@ -20,7 +20,7 @@ import sys
 
 import torch
 
-from abcmini.rules import RULES
+from abcmini.nn.rules import RULES
 
 OUT = os.path.join("results", "experiments", "ablation")
 ROWS = {"algorithm-1": ["--calibration", "paper"], "algorithm-1-kappa-2.5": ["--rules", "none"], "all-rules": [],

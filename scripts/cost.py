@@ -14,7 +14,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-from abcmini.report import training_seconds
+from abcmini.outputs.report import training_seconds
 
 
 def main(root: str, seeds: int = 3) -> None:

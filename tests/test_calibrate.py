@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from abcmini.biases import line_ids
-from abcmini.calibrate import calibrate, dropoff, line_average, marker_columns
+from abcmini.nn.biases import line_ids
+from abcmini.nn.calibrate import calibrate, dropoff, line_average, marker_columns
 
 X = float("-inf")
 A = torch.tensor([[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]])  # one head, 2 x 3

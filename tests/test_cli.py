@@ -133,8 +133,8 @@ def test_every_command_explains_every_option():
 def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
     """The one procedure: every decoder layer calibrated and united into one bias, verticals only
     on markers, empty heads silent; then a retraining with it and its evaluation."""
-    from abcmini.biases import Calibrated
-    from abcmini.calibrate import CROSS_DIRECTIONS, SELF_DIRECTIONS
+    from abcmini.nn.biases import Calibrated
+    from abcmini.nn.calibrate import CROSS_DIRECTIONS, SELF_DIRECTIONS
 
     bias_file = tmp_path / "bias.pt"
     result = invoke("calibrate", trained_run, "--samples", 200, "--min-accuracy", 0.8, "--out", bias_file)

@@ -8,8 +8,8 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from abcmini.positions import TODAYS_SCHEMES
-from abcmini.report import TASK_ORDER, collect
+from abcmini.nn.positions import TODAYS_SCHEMES
+from abcmini.outputs.report import TASK_ORDER, collect
 from cli import app
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")

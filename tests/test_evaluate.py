@@ -4,11 +4,11 @@ example, whether it goes wrong early (screened out), late (past the screen) or n
 import pytest
 import torch
 
-from abcmini.biases import Window
-from abcmini.decoder import build_model
+from abcmini.nn.biases import Window
+from abcmini.nn.decoder import build_model
 from abcmini.evaluate import exact_match
-from abcmini.model import PRESETS, ModelConfig
-from abcmini.positions import SCHEMES
+from abcmini.nn.model import PRESETS, ModelConfig
+from abcmini.nn.positions import SCHEMES
 from abcmini.tasks import Example, exact_length_numbers, format_task
 from test_model import Fixed, random_bias
 

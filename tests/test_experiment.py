@@ -125,7 +125,7 @@ def test_a_recipe_file_is_a_copy_with_edits(tmp_path):
 
 def test_on_an_interleaved_input_the_operand_pair_is_the_unit_of_window_and_cpi():
     from abcmini.experiment import resolve
-    from abcmini.model import Transformer
+    from abcmini.nn.model import Transformer
 
     paired, columns = (resolve(recipe, Cell("addition", "vanilla+w=1+T=3", 0)).run for recipe in (PAPER, PAPER64))
     assert (paired.window_unit, paired.model_config().cpi_unit) == ("pair", "pair")

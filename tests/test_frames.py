@@ -5,8 +5,8 @@ length when the recipe says so."""
 import torch
 from typer.testing import CliRunner
 
-from abcmini.biases import Calibrated, LineBias, PerLayer, scaffold_from_state, segments_of
-from abcmini.calibrate import calibrate
+from abcmini.nn.biases import Calibrated, LineBias, PerLayer, scaffold_from_state, segments_of
+from abcmini.nn.calibrate import calibrate
 from abcmini.evaluate import pad_width_for
 from abcmini.store import load_checkpoint, read_eval
 from abcmini.tasks import PLUS, SOS, detokenize, digit_mask, format_task, int_to_digits

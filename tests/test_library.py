@@ -9,8 +9,8 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CORE = ("abcmini.positions", "abcmini.biases", "abcmini.calibrate", "abcmini.model", "abcmini.decoder", "abcmini.randomized",
-        "abcmini.fire", "abcmini.abacus", "abcmini.coupling", "abcmini.token_positions", "abcmini.size_cache")
+CORE = ("abcmini.nn.positions", "abcmini.nn.biases", "abcmini.nn.calibrate", "abcmini.nn.model", "abcmini.nn.decoder", "abcmini.nn.randomized",
+        "abcmini.nn.fire", "abcmini.nn.abacus", "abcmini.nn.coupling", "abcmini.nn.token_positions", "abcmini.nn.size_cache")
 RUN_LAYER = ("wandb", "typer", "matplotlib", "plotly", "abcmini.tasks", "abcmini.recipes", "abcmini.store", "abcmini.train",
              "abcmini.pipeline", "abcmini.experiment")
 

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from abcmini.model import PRESETS, ModelConfig, Transformer, causal_bias
-from abcmini.positions import SCHEMES, alibi_bias, alibi_slopes, cyclic_positions
+from abcmini.nn.model import PRESETS, ModelConfig, Transformer, causal_bias
+from abcmini.nn.positions import SCHEMES, alibi_bias, alibi_slopes, cyclic_positions
 from abcmini.tasks import SOS, exact_length_numbers, format_task
 
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from abcmini.experiment import MAIN_TASKS, Cell, resolve
 from abcmini.recipes import LONG, PAPER, Recipe
 from abcmini.reproduce import next_job, plan, read_invocations, run_all, table_cells
-from abcmini.report import collect, costs, markdown, summarize, wall_time
+from abcmini.outputs.report import collect, costs, markdown, summarize, wall_time
 from cli import app
 
 TINY = Recipe(name="tiny", pad_width=7, lengths=(2, 5), preset="tiny", steps=20, steps_alibi=10, eval_every=10, valid_size=20,

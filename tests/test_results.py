@@ -5,9 +5,9 @@ import html
 import re
 import statistics
 
-from abcmini.dashboard import build
-from abcmini.published import ANCHORS
-from abcmini.report import collect, with_blocks, write_report
+from abcmini.outputs.dashboard import build
+from abcmini.outputs.published import ANCHORS
+from abcmini.outputs.report import collect, with_blocks, write_report
 
 
 def test_the_committed_results_page_is_what_its_command_generates(tmp_path):

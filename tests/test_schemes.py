@@ -6,12 +6,12 @@ every length into [0, 1]; and each trains and decodes in both models."""
 import pytest
 import torch
 
-from abcmini.abacus import abacus_ids
-from abcmini.coupling import coupled_ids
+from abcmini.nn.abacus import abacus_ids
+from abcmini.nn.coupling import coupled_ids
 from abcmini.experiment import RunConfig
-from abcmini.fire import FIRE
-from abcmini.positions import significance
-from abcmini.randomized import eval_generator, randomized_positions
+from abcmini.nn.fire import FIRE
+from abcmini.nn.positions import significance
+from abcmini.nn.randomized import eval_generator, randomized_positions
 from abcmini.tasks import exact_length_numbers, format_task
 from abcmini.train import Trainer
 

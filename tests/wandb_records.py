@@ -1,12 +1,12 @@
 """Read what wandb wrote: config, summary, history, exit code … of the offline runs under a
-wandb directory, from their ``run-<id>.wandb`` files (``abcmini.wandb_files.records``)."""
+wandb directory, from their ``run-<id>.wandb`` files (``abcmini.outputs.wandb_files.records``)."""
 
 import glob
 import json
 import os
 from dataclasses import dataclass, field
 
-from abcmini.wandb_files import records
+from abcmini.outputs.wandb_files import records
 
 
 def _key(item) -> str:

@@ -11,10 +11,10 @@ import re
 import statistics
 from collections import Counter
 
-from abcmini.figures import accuracy_curves, close, save
-from abcmini.paper import paper_accuracy
-from abcmini.positions import TODAYS_SCHEMES
-from abcmini.published import ANCHORS
+from abcmini.outputs.figures import accuracy_curves, close, save
+from abcmini.outputs.paper import paper_accuracy
+from abcmini.nn.positions import TODAYS_SCHEMES
+from abcmini.outputs.published import ANCHORS
 from abcmini.tasks import POOL_DIGITS
 from abcmini.store import EVAL_FILE, OTHER_TESTS, RECORD_SCHEMA, StoreError, atomic_write, check_fields, load_json
 
@@ -144,7 +144,7 @@ PUBLISHED_NOTE = ("Each published number is its authors' own, on variable-length
 
 
 def published_rows(cells: dict, records: list[dict]) -> list[tuple]:
-    """The published anchors (``abcmini.published``), each followed by our runs of its scheme
+    """The published anchors (``abcmini.outputs.published``), each followed by our runs of its scheme
     (``abacus``, ``abacus+varied``), then our other methods: our lengths of 100 digits and more,
     each row with its own protocol (training length, test length and their ratio)."""
     recipe = records[0].get("recipe") if records else None

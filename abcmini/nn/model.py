@@ -4,7 +4,7 @@
   when asked, returns the attention probabilities (no hooks, no patching).
 - Pre-LayerNorm blocks; 0 encoder layers means cross-attention reads the embedded input
   directly (what the authors' code does).
-- The model owns its scaffold (an ABS window or ABC's line tables, ``abcmini.biases``) and asks
+- The model owns its scaffold (an ABS window or ABC's line tables, ``abcmini.nn.biases``) and asks
   it for the size each pass needs.
 - ``greedy`` decodes a batch with a key/value cache: step ``t`` runs the decoder on one token
   and reads the cached keys/values of tokens ``< t``.
@@ -17,14 +17,14 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from abcmini.biases import Layout, per_layer, segments_of
-from abcmini.fire import FIRE
-from abcmini.positions import IN_ATTENTION, RelativePosition, alibi_bias, alibi_slopes, check_scheme, cyclic_positions, rotate, sinusoidal
-from abcmini.size_cache import cached
-from abcmini.token_positions import TOKEN_SCHEMES, TokenPositions
+from abcmini.nn.biases import Layout, per_layer, segments_of
+from abcmini.nn.fire import FIRE
+from abcmini.nn.positions import IN_ATTENTION, RelativePosition, alibi_bias, alibi_slopes, check_scheme, cyclic_positions, rotate, sinusoidal
+from abcmini.nn.size_cache import cached
+from abcmini.nn.token_positions import TOKEN_SCHEMES, TokenPositions
 
 
-ARCHS = ("encoder-decoder", "decoder")  # the paper's encoder-decoder; a GPT-style decoder-only model (abcmini.decoder)
+ARCHS = ("encoder-decoder", "decoder")  # the paper's encoder-decoder; a GPT-style decoder-only model (abcmini.nn.decoder)
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ class Scaffolded(nn.Module):
     """A model that adds a scaffold's biases to its attention (and, with a scheme of
     ``token_positions``, each token's position to its embedding): ``scaffold(n_q, n_src, device,
     layout) → (self_bias, cross_bias)`` (or a list of such pairs, one per layer), an ``nn.Module``
-    (``abcmini.biases``) or None. The biases are kept per size, since training batches share one
+    (``abcmini.nn.biases``) or None. The biases are kept per size, since training batches share one
     shape; the scaffold's buffers are part of the model's ``state_dict``."""
 
     def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):

@@ -1,18 +1,18 @@
 """The positional schemes that give every token a position of its own, computed from the
-sequence and added to the token embeddings: randomized positions (``abcmini.randomized``, with
-the sinusoidal encoding), Abacus (``abcmini.abacus``) and Position Coupling
-(``abcmini.coupling``), both into a learned table. Prompts write their numbers most significant
+sequence and added to the token embeddings: randomized positions (``abcmini.nn.randomized``, with
+the sinusoidal encoding), Abacus (``abcmini.nn.abacus``) and Position Coupling
+(``abcmini.nn.coupling``), both into a learned table. Prompts write their numbers most significant
 digit first, answers least significant first; ``answer_from`` says where the answer starts.
 """
 
 import torch
 from torch import nn
 
-from abcmini import abacus, coupling
-from abcmini.errors import UserError
-from abcmini.positions import sinusoidal
-from abcmini.randomized import MAX_LENGTH, eval_generator, randomized_positions
-from abcmini.size_cache import cached
+from abcmini.nn import abacus, coupling
+from abcmini.nn import InputError
+from abcmini.nn.positions import sinusoidal
+from abcmini.nn.randomized import MAX_LENGTH, eval_generator, randomized_positions
+from abcmini.nn.size_cache import cached
 
 TOKEN_SCHEMES = ("random", "abacus", "coupling")
 
@@ -44,13 +44,13 @@ class TokenPositions(nn.Module):
         if self.scheme == "random":
             total = total or n
             if total > self.max_position:
-                raise UserError(f"a sequence of {total} tokens exceeds the {self.max_position} randomized positions")
+                raise InputError(f"a sequence of {total} tokens exceeds the {self.max_position} randomized positions")
             return self.pe_scale * sinusoidal(self.randomized(batch, total, tokens.device)[:, :n], self.dim)
         ids_of = abacus.abacus_ids if self.scheme == "abacus" else coupling.coupled_ids
         digit = tokens < self.digit_tokens
         ids = torch.cat([ids_of(digit[:, :answer_from], False, shift), ids_of(digit[:, answer_from:], True, shift)], dim=1)
         if int(ids.max()) > self.max_position:
-            raise UserError(f"position id {int(ids.max())} exceeds the {self.scheme} table's {self.max_position}")
+            raise InputError(f"position id {int(ids.max())} exceeds the {self.scheme} table's {self.max_position}")
         return self.table(ids)
 
     def randomized(self, batch: int, total: int, device) -> torch.Tensor:

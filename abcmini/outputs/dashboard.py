@@ -21,17 +21,17 @@ import plotly.io as pio
 import torch
 from plotly.subplots import make_subplots
 
-from abcmini.biases import Window, scaffold_from_state, stacked
-from abcmini.calibrate import average_attention
-from abcmini.paper import paper_accuracy
-from abcmini.positions import TODAYS_SCHEMES
-from abcmini.report import (ABS_ROWS, LONG_LENGTH, MAIN_LENGTHS, MAIN_ROWS, METHODS_NOTE, PUBLISHED_COLUMNS, PUBLISHED_NOTE, TASK_ORDER,
+from abcmini.nn.biases import Window, scaffold_from_state, stacked
+from abcmini.nn.calibrate import average_attention
+from abcmini.outputs.paper import paper_accuracy
+from abcmini.nn.positions import TODAYS_SCHEMES
+from abcmini.outputs.report import (ABS_ROWS, LONG_LENGTH, MAIN_LENGTHS, MAIN_ROWS, METHODS_NOTE, PUBLISHED_COLUMNS, PUBLISHED_NOTE, TASK_ORDER,
                             cell, collect, describe_protocol, family, methods_beside, methods_rows, model_name, pool, protocol,
                             published_rows, summarize)
 from abcmini.store import CHECKPOINT, StoreError, atomic_write, load_bias, load_checkpoint
 from abcmini.tasks import POOL_DIGITS, Example, Pool, detokenize, format_task, sample_operands
 from abcmini.train import load_model
-from abcmini.wandb_files import logged_history
+from abcmini.outputs.wandb_files import logged_history
 
 METHOD_STYLE = {  # one colour and marker per method, the same in every plot of every page
     "vanilla": ("#1f77b4", "circle"), "nope+abc": ("#d62728", "diamond"), "alibi": ("#2ca02c", "square"),

@@ -13,7 +13,7 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from abcmini.errors import UserError
+from abcmini.nn import InputError
 
 SCHEMES = ("vanilla", "nope", "rope", "alibi", "relative", "random", "fire", "abacus", "coupling")
 IN_ATTENTION = ("rope", "alibi", "relative", "fire")  # act inside self-attention, not on the embeddings
@@ -22,7 +22,7 @@ TODAYS_SCHEMES = ("random", "fire", "abacus", "coupling")  # the length-generali
 
 def check_scheme(scheme: str) -> None:
     if scheme not in SCHEMES:
-        raise UserError(f"unknown positional scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
+        raise InputError(f"unknown positional scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
 
 
 def cyclic_positions(n: int, period: int = 0, offset: int = 0, device=None) -> torch.Tensor:

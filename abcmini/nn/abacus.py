@@ -10,7 +10,7 @@ Task structure arrives as a digit mask (``positions.significance``), never as a 
 
 import torch
 
-from abcmini.positions import significance
+from abcmini.nn.positions import significance
 
 MAX_POSITION = 512
 

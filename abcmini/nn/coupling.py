@@ -10,7 +10,7 @@ here, for 500-digit tests (its 30 → 200-digit addition used 202).
 
 import torch
 
-from abcmini.positions import significance
+from abcmini.nn.positions import significance
 
 MAX_POSITION = 512
 

@@ -14,8 +14,8 @@ import functools
 import torch
 from einops import rearrange
 
-from abcmini.biases import NEG_INF, Calibrated, Layout, LineBias, in_segment, line_ids
-from abcmini.rules import RULES
+from abcmini.nn.biases import NEG_INF, Calibrated, Layout, LineBias, in_segment, line_ids
+from abcmini.nn.rules import RULES
 
 PAPER_DIRECTIONS = (1, -1, 0)  # "the diagonal, the anti-diagonal, and the vertical lines" (§4)
 SELF_DIRECTIONS = (1, 0)  # rule "directions": an anti-diagonal of a causal square is never extended

@@ -1,7 +1,7 @@
 """A decoder-only (GPT-style) Transformer: the prompt (the input) and the answer (SOS and the
 output digits) in one causal sequence, one attention per layer, the loss on the answer only.
 
-Its interface is ``abcmini.model.Transformer``'s (``forward``, ``greedy``, ``layout``,
+Its interface is ``abcmini.nn.model.Transformer``'s (``forward``, ``greedy``, ``layout``,
 ``scaffold``), so training, testing and ABC calibration run on either. Scaffolds are the same
 objects: their ``(self_bias [h q q], cross_bias [h q s])`` become the answer rows of the one
 ``[(s+q) (s+q)]`` attention matrix (``joint_bias``): answer→prompt takes the cross-attention
@@ -19,9 +19,9 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from abcmini.biases import NEG_INF, Layout
-from abcmini.model import Block, KVCache, ModelConfig, Scaffolded, Transformer, causal_bias, rows
-from abcmini.positions import IN_ATTENTION
+from abcmini.nn.biases import NEG_INF, Layout
+from abcmini.nn.model import Block, KVCache, ModelConfig, Scaffolded, Transformer, causal_bias, rows
+from abcmini.nn.positions import IN_ATTENTION
 
 
 def joint_bias(self_bias, cross_bias, n_src: int, n_q: int, device=None) -> torch.Tensor:

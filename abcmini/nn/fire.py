@@ -12,7 +12,7 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from abcmini.size_cache import cached
+from abcmini.nn.size_cache import cached
 
 
 class FIRE(nn.Module):

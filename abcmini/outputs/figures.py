@@ -14,8 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from einops import rearrange  # noqa: E402
 
-from abcmini.biases import segments_of, stacked  # noqa: E402
-from abcmini.calibrate import average_attention  # noqa: E402
+from abcmini.nn.biases import segments_of, stacked  # noqa: E402
+from abcmini.nn.calibrate import average_attention  # noqa: E402
 from abcmini.store import atomic_write, note_written  # noqa: E402
 from abcmini.tasks import Example, detokenize, digit_mask  # noqa: E402
 
