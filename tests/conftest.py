@@ -3,6 +3,14 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINED = {"trained_run", "windowed", "root", "long_root", "world", "tiny_root", "broken_checkpoint"}  # fixtures that train
+
+
+def pytest_collection_modifyitems(items):
+    """A test on a trained fixture belongs to the second tier (``-m integration``), like those marked so."""
+    for item in items:
+        if TRAINED & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ from abcmini.experiment import RunConfig
 from abcmini.tasks import POOL_DIGITS, extrapolation_operands, format_task
 from abcmini.train import Trainer
 
+pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
+
 
 @pytest.fixture(scope="module")
 def windowed(tmp_path_factory):

@@ -18,6 +18,8 @@ from abcmini.sweep import command_line
 from cli import app
 from wandb_records import read_offline_runs
 
+pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEP = "agent-sweep"
 

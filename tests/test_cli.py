@@ -47,6 +47,7 @@ def test_existing_run_needs_resume_or_overwrite(trained_run):
     assert result.exit_code == 2 and "--resume" in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.integration
 def test_sweep_style_option_spelling_is_accepted(tmp_path):
     result = invoke("train", "--preset=tiny", "--pad_width=7", "--lengths=3", "--steps=2", "--eval_every=2", "--valid_size=8",
                     "--batch_size=4", "--enc_layers=1", f"--out={tmp_path / 'r'}")
@@ -184,6 +185,7 @@ def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
                    "does not exist")
 
 
+@pytest.mark.integration
 def test_calibrate_refuses_a_model_that_has_not_interpolated(tmp_path):
     out = tmp_path / "young"
     assert invoke("train", "--preset", "tiny", "--pad-width", 7, "--lengths", 3, "--steps", 2, "--eval-every", 2,

@@ -12,6 +12,8 @@ from abcmini.nn.positions import TODAYS_SCHEMES
 from abcmini.outputs.report import TASK_ORDER, collect
 from cli import app
 
+pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
+
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 TINY = ["--preset", "tiny", "--pad-width", "7", "--test-frame", "fixed", "--lengths", "2,5", "--steps", "20", "--eval-every", "10", "--valid-size", "20",
         "--no-wandb"]

@@ -92,7 +92,7 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
     changed = {"arch": "decoder", "preset": "tiny", "pe_scale": 0.5, "cpi_from": "end", "pad_width": 30, "frame_spread": 2,
                "data_seed": 4, "steps": 77, "batch_size": 16, "lr": 0.002, "warmup": 7, "stop_at": 0.9, "train_on": 2.0, "eval_every": 11,
                "valid_size": 33, "abc_pad_width": 12, "kappa_self": 0.5, "kappa_cross": 3.0, "min_support": 0.25, "samples": 40, "seed": 5,
-               "min_accuracy": 0.5, "lengths": (6, 9), "test_seed": 3, "test_frame": "fixed"}
+               "min_accuracy": 0.5, "rules": "all,-band", "lengths": (6, 9), "test_seed": 3, "test_frame": "fixed"}
     assert set(changed) == set(OVERRIDABLE) - {"bias_file", "enc_layers", "window_unit"}  # --bias: test_an_option_…; a decoder has no encoder
     assert dry_run("--enc-layers", 2)["experiment"]["overrides"] == {"enc_layers": 2}
     paired = dry_run("--task", "addition", "--method", "+w=1", "--window-unit", "column")["experiment"]  # a window on a binary task
@@ -160,19 +160,26 @@ def test_train_help_fits_80_columns(monkeypatch):
 
 
 def imports_of(path: str) -> list[tuple[str, bool]]:
-    """``(abcmini module, imported at top level)`` for every import of an abcmini module in ``path``."""
+    """``(abcmini module, imported at top level)`` for every import of an abcmini module in ``path``
+    (``nn.model``, ``store``; a package's ``__init__`` by the package's name)."""
     tree, found = ast.parse(open(path).read()), []
     top = set(map(id, tree.body))
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("abcmini."):
-            found.append((node.module.split(".")[1], id(node) in top))
+            found.append((node.module.removeprefix("abcmini."), id(node) in top))
     return found
 
 
 def test_the_package_imports_one_way_down():
-    modules = {os.path.basename(p)[:-3]: p for p in glob.glob("abcmini/*.py") if not p.endswith("__init__.py")}
+    """No import cycle, no import hidden in a function, and the library (``abcmini.nn``) imports
+    nothing of abcmini outside it."""
+    paths = glob.glob("abcmini/**/*.py", recursive=True)
+    modules = {p[len("abcmini/"):-3].replace("/", ".").removesuffix(".__init__"): p for p in paths if p != "abcmini/__init__.py"}
     graph = {name: {module for module, _ in imports_of(path)} for name, path in modules.items()}
     assert all(top for path in modules.values() for _, top in imports_of(path)), "an abcmini import hides inside a function"
+    for name, imported in graph.items():
+        if name.startswith("nn"):
+            assert all(module == "nn" or module.startswith("nn.") for module in imported), f"abcmini.{name} imports {imported}"
     done, visiting = set(), []
 
     def visit(name):
@@ -213,6 +220,7 @@ def abc_twice(recipe: str, root) -> tuple[dict, dict]:
     return accuracies(root / "reproduce" / "successor" / "abc-s0"), accuracies(root / "train")
 
 
+@pytest.mark.integration
 def test_train_gives_reproduces_abc_cell_bit_for_bit(tmp_path):
     """A small recipe file (quick, in a pad-12 frame) so the default test run stays short."""
     recipe = tmp_path / "small.yaml"

@@ -21,6 +21,8 @@ from typer.testing import CliRunner
 
 from cli import app
 
+pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--preset", "tiny", "--pad-width", "7", "--test-frame", "fixed", "--lengths", "3", "--valid-size", "20", "--eval-every", "10"]
 

@@ -2,6 +2,7 @@
 tokens at every frame width (anchored ABC lines, the windows) and the test frame must follow the
 length when the recipe says so."""
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -96,6 +97,7 @@ def test_a_following_frame_keeps_the_training_width_residue_of_the_cpi_period():
     assert pad_width_for(60, 64, period=3) == 64  # the fixed frame is never moved
 
 
+@pytest.mark.integration
 def test_a_model_trained_in_a_small_frame_is_tested_in_frames_as_wide_as_each_length(tmp_path):
     """A real ABC run of recipe ``long`` (shortened: pad width 8), tested at 6, 20 and 45 digits
     in frames of 8, 21 and 46; its bias, materialized in each frame, opens the same cells on the
@@ -126,6 +128,7 @@ def test_a_model_trained_in_a_small_frame_is_tested_in_frames_as_wide_as_each_le
         assert torch.equal(cells, reference), pad_width
 
 
+@pytest.mark.integration
 def test_a_frame_spread_trains_each_batch_in_a_frame_of_its_own_and_validates_in_the_first(tmp_path):
     """``frame_spread`` 3 at pad 8: the batches' inputs come in frames of 8 … 11 digits (the
     windowed model's biases are kept per size), the validation set stays at pad 8."""
@@ -141,6 +144,7 @@ def test_a_frame_spread_trains_each_batch_in_a_frame_of_its_own_and_validates_in
     assert trainer.valid.src.shape[1] == 9
 
 
+@pytest.mark.integration
 def test_a_varied_run_trains_every_length_without_leading_zeros_and_is_tested_in_frames_of_the_length(tmp_path):
     """``+varied`` (the input today's methods' papers train on): each batch holds numbers of one
     length of 1 … 7 digits, in a frame of exactly that length, so no operand starts with a 0

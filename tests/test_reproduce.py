@@ -1,5 +1,7 @@
 """`abcmini reproduce` machinery and `abcmini report`, with real (tiny) training."""
 
+import pytest
+
 import json
 import os
 
@@ -12,6 +14,8 @@ from abcmini.recipes import LONG, PAPER, Recipe
 from abcmini.reproduce import next_job, plan, read_invocations, run_all, table_cells
 from abcmini.outputs.report import collect, costs, markdown, summarize, wall_time
 from cli import app
+
+pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
 
 TINY = Recipe(name="tiny", pad_width=7, lengths=(2, 5), preset="tiny", steps=20, steps_alibi=10, eval_every=10, valid_size=20,
               abc_pad_width=7, abc_valid_size=20, calibration=replace(PAPER.calibration, samples=20))

@@ -1,6 +1,8 @@
 """The results page and the README's headline table are generated from the result records in
 results/, never edited by hand."""
 
+import pytest
+
 import html
 import re
 import statistics
@@ -8,6 +10,8 @@ import statistics
 from abcmini.outputs.dashboard import build
 from abcmini.outputs.published import ANCHORS
 from abcmini.outputs.report import collect, with_blocks, write_report
+
+pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
 
 
 def test_the_committed_results_page_is_what_its_command_generates(tmp_path):

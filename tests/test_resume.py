@@ -4,12 +4,15 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
 from abcmini.experiment import RunConfig, learning_rate
 from abcmini.train import Trainer
 from cli import app
+
+pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARGS = ["train", "--preset", "tiny", "--pad-width", "7", "--lengths", "3", "--steps", "200", "--eval-every", "20",

@@ -37,6 +37,7 @@ def tiny_root(tmp_path_factory):
     return root
 
 
+@pytest.mark.integration
 def test_atomic_writes_never_follow_a_planted_symlink(tmp_path):
     outside = tmp_path / "outside.txt"
     outside.write_text("precious\n")
@@ -66,6 +67,7 @@ def start_endless_training(run) -> subprocess.Popen:
     return process
 
 
+@pytest.mark.integration
 def test_a_second_process_on_a_run_directory_is_refused_while_the_first_trains(tmp_path):
     """``--resume`` is refused at once; ``--continue`` (the sweeps') waits instead: tests/test_agent.py."""
     run = tmp_path / "run"
@@ -82,6 +84,7 @@ def test_a_second_process_on_a_run_directory_is_refused_while_the_first_trains(t
         first.wait()
 
 
+@pytest.mark.integration
 def test_reproduce_skips_a_cell_another_process_is_training(tmp_path):
     recipe = tmp_path / "tiny.yaml"
     recipe.write_text("base: quick\npreset: tiny\npad_width: 7\nlengths: [3]\nsteps: 2\nvalid_size: 20\neval_every: 2\n")
@@ -99,6 +102,7 @@ def test_reproduce_skips_a_cell_another_process_is_training(tmp_path):
         first.wait()
 
 
+@pytest.mark.integration
 def test_dry_run_never_refuses_an_existing_run(empty_cwd):
     cell = os.path.join("runs", "quick", "successor", "vanilla-s0")
     assert invoke("train", "--recipe", "quick", *TINY, "--steps", 2, "--out", cell).exit_code == 0
@@ -107,6 +111,7 @@ def test_dry_run_never_refuses_an_existing_run(empty_cwd):
     assert json.loads(result.stdout)["out"] == cell and os.path.isfile(os.path.join(cell, "checkpoint.pt"))
 
 
+@pytest.mark.integration
 def test_overwrite_deletes_only_what_abcmini_wrote_and_names_what_it_kept(tmp_path, monkeypatch):
     """wandb offline in the run directory: its run folder goes, a user's notes in wandb/ and a user's
     abc_*.png stay."""
@@ -252,6 +257,7 @@ def test_eval_and_calibrate_refuse_seeds_and_samples_beyond_their_use(tiny_root)
     one_line(invoke("calibrate", run, "--samples", 10**12, "--no-wandb"), "--samples must be at most")
 
 
+@pytest.mark.integration
 def test_a_start_that_failed_after_its_experiment_record_does_not_refuse_the_corrected_command(tmp_path, monkeypatch):
     from abcmini import pipeline
     from abcmini.errors import UserError

@@ -89,6 +89,7 @@ def test_fire_builds_a_test_bias_once_and_forgets_it_when_the_parameters_may_mov
         assert torch.allclose(moved, fire.bias(positions, positions)) and not torch.allclose(moved, first)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("arch", ["encoder-decoder", "decoder"])
 @pytest.mark.parametrize("scheme", NEW)
 def test_each_new_scheme_trains_and_decodes_in_both_models(tmp_path, arch, scheme):

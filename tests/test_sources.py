@@ -12,6 +12,8 @@ from abcmini.experiment import Cell, RunConfig, resolve
 from abcmini.recipes import PAPER, PAPER64
 from cli import app
 
+pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
+
 SOURCES = sorted(glob.glob("results/sources/paper64/*/vanilla-s*"))
 
 

@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 from abcmini.sweep import SweepFileError, command_line, expand, load_sweep
 from cli import app
 
+pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
+
 runner = CliRunner()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEPS = sorted(os.path.join(ROOT, path) for path in glob.glob("sweeps/*.yaml", root_dir=ROOT))

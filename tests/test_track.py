@@ -12,6 +12,8 @@ from abcmini.recipes import PAPER
 from cli import app
 from wandb_records import read_offline_runs
 
+pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
+
 runner = CliRunner()
 
 

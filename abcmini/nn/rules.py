@@ -4,15 +4,15 @@ rule's name before it loads anything.
 """
 
 RULES = {  # each rule beyond Algorithm 1, on in abcmini's procedure: name → why
-    "unite_layers": "calibrate every decoder layer and unite their lines: a small model splits the algorithm between layers",
-    "directions": "cross (−1, 0), self (1, 0): a cross Δ = +1 line reads only leading zeros, a self anti-diagonal marks the length",
-    "operand_lines": "cross lines counted from each input part's last digit, not the corner: they stay on their operand in any frame",
-    "support": "extend only lines crossing min_support of the trusted rows and the last one: a corner cell is noise",
-    "padding": "no line that reads padding, no vertical on a column that is padding in any input: both mark the training length",
-    "marker_verticals": "verticals only on one-token parts ($, operator, N×1's multiplier, SOS): the same token at every length",
+    "unite_layers": "every decoder layer calibrated, their lines united: a small model splits the algorithm between layers",
+    "directions": "cross (−1, 0), self (1, 0): cross Δ = +1 reads leading zeros, a self anti-diagonal marks the length",
+    "operand_lines": "cross lines counted from each input part's last digit, not the corner: on their operand in any frame",
+    "support": "extend only lines crossing min_support of the trusted rows and the last row: a corner cell is noise",
+    "padding": "no line on padding, no vertical on a column padded in any input: both mark the training length",
+    "marker_verticals": "verticals only on one-token parts ($, operator, multiplier, SOS): the same token at every length",
     "causal": "a self line must cross min_support of the cells the causal mask lets a row attend to",
-    "skip_start": "sloped self lines averaged without their SOS cell: heads park on SOS and it carries lines past the dropoff",
-    "band": "self diagonals kept as a band from the row's own token back: a lone lag line learns where runs of zeros end",
-    "silent_empty": "a head with no line reads the start token only, not the whole input that grows with the length",
+    "skip_start": "sloped self lines averaged without their SOS cell: heads park on SOS, lifting lines past the dropoff",
+    "band": "self diagonals kept as a band from the row's own token back: a lone lag line learns where zeros end",
+    "silent_empty": "a head with no line reads the start token only, not the whole input, which grows with the length",
     "vertical_kappa0": "a marker's vertical kept wherever it beats its direction's average line (κ 0): few columns, small σ",
 }
