@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer vendors Click (≥ 0.26)
 
+from typer._click.core import ParameterSource
 from typer.core import TyperGroup
 
 from abcmini.errors import Stopped, UserError, exit_code_of, raise_stopped
@@ -27,6 +28,7 @@ from abcmini.names import check_int
 
 console = Console()
 errors = Console(stderr=True)
+RECIPE_HELP = "paper | paper64 | quick | long | decoder | a recipe YAML file (abcmini recipe NAME shows one)."
 
 
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
@@ -226,7 +228,7 @@ def train(
     task: str = typer.Option("successor", help="successor | addition | nx1 | parity | parity_class"),
     method: str = typer.Option("vanilla", help="vanilla | nope | rope | alibi | relative | random | fire | abacus | coupling | abc, or ABS: +w=1 | +T=3 | NoPE+w=1 | vanilla+w=2+T=4 …; a final +varied (abacus+varied) trains on every length of 1–7 digits, no leading zeros."),
     seed: int = typer.Option(0, help="Seed of the initialisation and batch order."),
-    recipe: str = typer.Option("paper", help="paper | quick | a recipe YAML file; every value below defaults to it."),
+    recipe: str = typer.Option("paper", help=RECIPE_HELP + " Every value below defaults to it."),
     window: int = typer.Option(None, help="ABS window w (with a scheme as --method)."),
     period: int = typer.Option(None, help="CPI period T: positions i mod T."),
     window_unit: str = typer.Option(None, help="ABS on Addition and N×1: the window's w counts input columns (column) or operand pairs (pair)."),
@@ -275,12 +277,15 @@ def train(
 
     With --method abc: train Vanilla to interpolation (the source), calibrate its attention, retrain a fresh model with the bias; exactly what abcmini reproduce runs for the cell.
     """
-    from abcmini.names import check_task
-    from abcmini.recipes import load_recipe
+    from abcmini.names import canonical_method, check_task
+    from abcmini.recipes import load_recipe, rule_names
 
     with user_errors():  # before torch is imported
         check_task(task)
+        canonical_method(method, window, period)
         load_recipe(recipe)
+        calibration_preset(calibration)
+        rule_names(rules or "")
         for name, value in ctx.params.items():  # every integer option against its bounds (names.BIGGEST)
             check_int(value, "calibration.seed" if name == "calibration_seed" else name, "--" + name.replace("_", "-"))
         if lengths:
@@ -383,7 +388,7 @@ def evaluate(
 def calibrate_command(
     ctx: typer.Context,
     run_dir: str = typer.Argument(..., help="A run that has interpolated (trained without scaffolding)."),
-    recipe: str = typer.Option(None, help="Recipe whose calibration settings apply [default: the run's, else paper]."),
+    recipe: str = typer.Option(None, help="Recipe whose calibration settings apply: paper | paper64 | quick | long | decoder | a YAML file [default: the run's, else paper]."),
     kappa_cross: float = typer.Option(None, help="Cross-attention dropoff factor: keep d_l > μ + κσ."),
     kappa_self: float = typer.Option(None, help="Self-attention dropoff factor."),
     min_support: float = typer.Option(None, help="Extend only lines crossing this fraction of the trusted rows (0: all)."),
@@ -435,7 +440,7 @@ def calibrate_command(
 
 
 @app.command("recipe")
-def recipe_command(name: str = typer.Argument("paper", help="paper | quick | a recipe YAML file.")):
+def recipe_command(name: str = typer.Argument("paper", help=RECIPE_HELP)):
     """Print a recipe: every value and the reason for it."""
     from abcmini.recipes import load_recipe
 
@@ -498,7 +503,8 @@ def dashboard_command(
 
 @app.command("reproduce")
 def reproduce_command(
-    recipe: str = typer.Option("paper", help="paper | quick | a recipe YAML file."),
+    ctx: typer.Context,
+    recipe: str = typer.Option("paper", help=RECIPE_HELP),
     tasks: str = typer.Option("successor,addition,nx1,parity", help="Comma-separated tasks."),
     methods: str = typer.Option("vanilla,alibi,rope,abc,+w=1,+T=3,NoPE+w=1", help="Comma-separated methods of the paper's two tables."),
     seeds: str = typer.Option("0,1,2", help="Comma-separated seeds; tables report the median and range."),
@@ -510,7 +516,21 @@ def reproduce_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print every cell's resolved configuration and exit."),
 ):
     """The paper end to end: every cell of both tables through the same path as abcmini train, then the tables and figures. Resumes where it stopped."""
+    from abcmini.names import canonical_method, check_task
     from abcmini.recipes import load_recipe
+
+    with user_errors():  # before torch is imported
+        overridden = [name for name in ("recipe", "tasks", "methods", "seeds") if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT]
+        if quick and overridden:
+            raise UserError(f"--quick sets --{overridden[0]} itself; drop one of them (--quick is --recipe quick --tasks successor "
+                            "--methods vanilla,abc --seeds 0)")
+        if quick:
+            recipe, tasks, methods, seeds = "quick", "successor", "vanilla,abc", "0"
+        for task in tasks.split(","):
+            check_task(task)
+        for method in methods.split(","):
+            canonical_method(method)
+        load_recipe(recipe)
     from abcmini.outputs.dashboard import write_dashboard
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking
@@ -518,8 +538,6 @@ def reproduce_command(
     from abcmini.reproduce import plan, read_invocations, run_all, table_cells
 
     with user_errors():
-        if quick:
-            recipe, tasks, methods, seeds = "quick", "successor", "vanilla,abc", "0"
         chosen = load_recipe(recipe)
         out = out or os.path.join("runs", chosen.name)
         seed_list = parse_integers(seeds, "--seeds", minimum=0)

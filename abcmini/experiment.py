@@ -10,65 +10,15 @@ import re
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from abcmini.nn.model import ARCHS, PRESETS, ModelConfig
-from abcmini.nn.positions import IN_ATTENTION, SCHEMES, TODAYS_SCHEMES
-from abcmini.recipes import PAPER, Calibration, ConfigError, Recipe, check_test_frame, check_window_unit
+from abcmini.names import ConfigError, canonical_method, method_label, parse_method
+from abcmini.nn.positions import IN_ATTENTION, TODAYS_SCHEMES
+from abcmini.recipes import PAPER, Calibration, Recipe, check_test_frame, check_window_unit
 from abcmini.tasks import POOL_DIGITS, check_task, is_binary
 
 MAIN_TASKS = ("successor", "addition", "nx1")
 ABS_TASKS = ("successor", "addition", "nx1", "parity")
 MAIN_METHODS = ("vanilla", "alibi", "rope", "abc")
 ABS_METHODS = ("vanilla", "+w=1", "+T=3", "NoPE+w=1")
-
-
-# ---------------------------------------------------------------- methods
-
-
-def parse_method(method: str, window: int | None = None, period: int | None = None) -> tuple[str, int | None, int, bool]:
-    """A method name → ``(positional scheme, ABS window, CPI period, varied lengths)``.
-
-    Names: a scheme (``vanilla``, ``nope``, ``rope``, ``alibi``, ``relative``), optionally
-    followed by ``+w=W`` and ``+T=T`` (``vanilla+w=1+T=3``); the paper's table names ``+w=1``,
-    ``+T=3`` (window 1 and period 3) and ``NoPE+w=1``; ``abc`` (ABC's retraining, ``nope``).
-    ``window`` and ``period`` (the ``--window``/``--period`` options) add to a name that has none.
-    A final ``+varied`` trains on every length without leading zeros (``RunConfig.varied``).
-    """
-    match = re.fullmatch(r"(vanilla|nope|NoPE|rope|alibi|relative|random|fire|abacus|coupling)?(?:\+w=(\d+))?(?:\+T=(\d+))?(\+varied)?", method)
-    if method == "abc":
-        scheme, named_window, named_period, varied = "nope", None, None, False
-    elif not method or not match:
-        raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(SCHEMES)}, abc, +w=W, +T=T, NoPE+w=W "
-                          "(or a scheme with +w=W and/or +T=T, e.g. vanilla+w=1+T=3), each optionally +varied")
-    else:
-        scheme, varied = (match.group(1) or "vanilla").lower(), bool(match.group(4))
-        named_window = int(match.group(2)) if match.group(2) else None
-        named_period = int(match.group(3)) if match.group(3) else None
-        if named_period is not None and named_window is None:
-            named_window = 1  # the paper's "+T=3" is w = 1 with CPI period 3
-    for option, named, given in (("--window", named_window, window), ("--period", named_period, period)):
-        if named is not None and given is not None and named != given:
-            raise ConfigError(f"method {method!r} sets {option[2:]} {named}; {option} {given} contradicts it")
-    window = named_window if named_window is not None else window
-    period = named_period if named_period is not None else (period or 0)
-    if window is not None and window < 0:
-        raise ConfigError(f"--window must be at least 0, got {window}")
-    if period < 0:
-        raise ConfigError(f"--period must be at least 0 (0 turns CPI off), got {period}")
-    return scheme, window, period, varied
-
-
-def method_label(scheme: str, window: int | None, period: int, varied: bool = False, biased: bool = False) -> str:
-    """The method as the tables name it: ``vanilla+w=1+T=3``, ``nope+w=1``, ``abacus+varied``, ``nope+abc``."""
-    return f"{scheme}{f'+w={window}' if window is not None else ''}{f'+T={period}' if period else ''}{'+varied' if varied else ''}{'+abc' if biased else ''}"
-
-
-def canonical_method(method: str, window: int | None = None, period: int | None = None) -> str:
-    """One name per method: ``+T=3`` and ``vanilla --window 1 --period 3`` are both ``vanilla+w=1+T=3``."""
-    if method == "abc":
-        parse_method(method, window, period)
-        if window is not None or period:
-            raise ConfigError("abc calibrates its own bias; --window and --period do not apply")
-        return "abc"
-    return method_label(*parse_method(method, window, period))
 
 
 # ---------------------------------------------------------------- one run's configuration

@@ -1,6 +1,15 @@
-"""The task names, in a module without torch: the command line checks them before importing it."""
+"""Names a user types (tasks, methods) and the bounds of integers, in a module without torch: the
+command line checks them before it imports torch."""
+
+import re
 
 from abcmini.errors import UserError
+from abcmini.nn.schemes import SCHEMES
+
+
+class ConfigError(UserError):
+    pass
+
 
 TASKS = ("successor", "addition", "nx1", "parity", "parity_class")
 
@@ -30,3 +39,51 @@ def check_int(value, name: str, option: str | None = None) -> None:
             raise UserError(f"{label} must be at least {low}, got {v}")
         if high is not None and v > high:
             raise UserError(f"{label} must be at most {high:,}, got {v}" if len(str(v)) < 40 else f"{label} must be at most {high:,}, got a {len(str(v))}-digit number")
+
+
+def parse_method(method: str, window: int | None = None, period: int | None = None) -> tuple[str, int | None, int, bool]:
+    """A method name → ``(positional scheme, ABS window, CPI period, varied lengths)``.
+
+    Names: a scheme (``vanilla``, ``nope``, ``rope``, ``alibi``, ``relative``), optionally
+    followed by ``+w=W`` and ``+T=T`` (``vanilla+w=1+T=3``); the paper's table names ``+w=1``,
+    ``+T=3`` (window 1 and period 3) and ``NoPE+w=1``; ``abc`` (ABC's retraining, ``nope``).
+    ``window`` and ``period`` (the ``--window``/``--period`` options) add to a name that has none.
+    A final ``+varied`` trains on every length without leading zeros (``RunConfig.varied``).
+    """
+    match = re.fullmatch(r"(vanilla|nope|NoPE|rope|alibi|relative|random|fire|abacus|coupling)?(?:\+w=(\d+))?(?:\+T=(\d+))?(\+varied)?", method)
+    if method == "abc":
+        scheme, named_window, named_period, varied = "nope", None, None, False
+    elif not method or not match:
+        raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(SCHEMES)}, abc, +w=W, +T=T, NoPE+w=W "
+                          "(or a scheme with +w=W and/or +T=T, e.g. vanilla+w=1+T=3), each optionally +varied")
+    else:
+        scheme, varied = (match.group(1) or "vanilla").lower(), bool(match.group(4))
+        named_window = int(match.group(2)) if match.group(2) else None
+        named_period = int(match.group(3)) if match.group(3) else None
+        if named_period is not None and named_window is None:
+            named_window = 1  # the paper's "+T=3" is w = 1 with CPI period 3
+    for option, named, given in (("--window", named_window, window), ("--period", named_period, period)):
+        if named is not None and given is not None and named != given:
+            raise ConfigError(f"method {method!r} sets {option[2:]} {named}; {option} {given} contradicts it")
+    window = named_window if named_window is not None else window
+    period = named_period if named_period is not None else (period or 0)
+    if window is not None and window < 0:
+        raise ConfigError(f"--window must be at least 0, got {window}")
+    if period < 0:
+        raise ConfigError(f"--period must be at least 0 (0 turns CPI off), got {period}")
+    return scheme, window, period, varied
+
+
+def method_label(scheme: str, window: int | None, period: int, varied: bool = False, biased: bool = False) -> str:
+    """The method as the tables name it: ``vanilla+w=1+T=3``, ``nope+w=1``, ``abacus+varied``, ``nope+abc``."""
+    return f"{scheme}{f'+w={window}' if window is not None else ''}{f'+T={period}' if period else ''}{'+varied' if varied else ''}{'+abc' if biased else ''}"
+
+
+def canonical_method(method: str, window: int | None = None, period: int | None = None) -> str:
+    """One name per method: ``+T=3`` and ``vanilla --window 1 --period 3`` are both ``vanilla+w=1+T=3``."""
+    if method == "abc":
+        parse_method(method, window, period)
+        if window is not None or period:
+            raise ConfigError("abc calibrates its own bias; --window and --period do not apply")
+        return "abc"
+    return method_label(*parse_method(method, window, period))

@@ -287,7 +287,7 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
                                      tracking, experiment.identity, source_experiment.identity)
             extra["calibration_seconds"] = result["seconds"]
         last = source.history[-1] if source.history else {}
-        extra |= {"source": os.path.abspath(source_dir), "interpolation_steps": last.get("step"),
+        extra |= {"source": os.path.relpath(source_dir, run_dir), "interpolation_steps": last.get("step"),  # travels with the root
                   "interpolation_seconds": last.get("seconds")}
         uses = artifact_name("abc-bias", experiment.identity)
 

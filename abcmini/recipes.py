@@ -11,16 +11,12 @@ from dataclasses import dataclass, field, fields, replace
 import yaml
 
 from abcmini.nn.rules import RULES
-from abcmini.names import check_int
-
-from abcmini.errors import UserError
-
-
-class ConfigError(UserError):
-    pass
+from abcmini.names import ConfigError, check_int
 
 
 TEST_FRAMES = ("fixed", "follows")
+MAX_RECIPE_BYTES = 64 * 1024  # checked before the file is parsed
+MAX_LIST = 1000  # entries of any list in a recipe (lengths)
 
 
 def check_test_frame(value: str) -> None:
@@ -62,19 +58,23 @@ class Calibration:
         self.rule_names()
 
     def rule_names(self) -> tuple[str, ...]:
-        """``rules`` spelled out: ``all``, ``none``, names, or ``all,-band`` (all but band), in ``RULES``' order."""
-        chosen = set()
-        for word in filter(None, (w.strip() for w in self.rules.split(","))):
-            name = word.removeprefix("-")
-            if word in ("all", "none"):
-                chosen = set(RULES) if word == "all" else set()
-            elif name not in RULES:
-                raise ConfigError(f"unknown calibration rule {name!r}; rules are all, none or {', '.join(RULES)}")
-            elif word.startswith("-"):
-                chosen.discard(name)
-            else:
-                chosen.add(name)
-        return tuple(name for name in RULES if name in chosen)
+        return rule_names(self.rules)
+
+
+def rule_names(spec: str) -> tuple[str, ...]:
+    """Calibration rules spelled out: ``all``, ``none``, names, or ``all,-band`` (all but band), in ``RULES``' order."""
+    chosen = set()
+    for word in filter(None, (w.strip() for w in spec.split(","))):
+        name = word.removeprefix("-")
+        if word in ("all", "none"):
+            chosen = set(RULES) if word == "all" else set()
+        elif name not in RULES:
+            raise ConfigError(f"unknown calibration rule {name!r}; rules are all, none or {', '.join(RULES)}")
+        elif word.startswith("-"):
+            chosen.discard(name)
+        else:
+            chosen.add(name)
+    return tuple(name for name in RULES if name in chosen)
 
 
 PAPER_CALIBRATION = {"rules": "none", "kappa_cross": 4.5}  # --calibration paper: Algorithm 1 with the paper's κ
@@ -202,6 +202,8 @@ def _checked(name: str, value, kind, where: str):
         expected = {int: "an integer", float: "a finite number", str: "a string", tuple: "a list of integers",
                     int | None: "an integer or null"}[kind]
         raise ConfigError(f"{where}: {name} must be {expected}, got {value!r}")
+    if kind is tuple and len(value) > MAX_LIST:
+        raise ConfigError(f"{where}: {name} has {len(value):,} entries; at most {MAX_LIST:,}")
     if kind in (int, tuple, int | None):
         check_int(value, "steps" if name.startswith("steps") else name, f"{where}: {name}")
     return float(value) if kind is float else value
@@ -233,10 +235,15 @@ def load_recipe(name_or_path: str, _chain: tuple = ()) -> Recipe:
         raise ConfigError(f"recipe file {name_or_path!r}: its base: chain comes back to it; base it on a named recipe")
     if not os.path.isfile(name_or_path):
         raise ConfigError(f"unknown recipe {name_or_path!r}; choose one of {', '.join(RECIPES)} or give a recipe YAML file")
+    if os.path.getsize(name_or_path) > MAX_RECIPE_BYTES:
+        raise ConfigError(f"recipe file {name_or_path!r} is over {MAX_RECIPE_BYTES // 1024} KiB; a recipe is a few fields over a named one")
     try:
         with open(name_or_path) as f:
-            data = yaml.safe_load(f) or {}
-    except (OSError, yaml.YAMLError) as error:
+            text = f.read()
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise ConfigError(f"recipe file {name_or_path!r} uses YAML aliases (*name); write each value out")
+        data = yaml.safe_load(text) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         raise ConfigError(f"recipe file {name_or_path!r} is unreadable ({type(error).__name__})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"recipe file {name_or_path!r} does not hold a mapping of fields")

@@ -95,7 +95,8 @@ def table() -> None:
                 for record in found:
                     while "same_bias_as" in record:
                         record = records[task, record["same_bias_as"], record["seed"]]
-                    values.append(record.get("accuracy", {}).get(length))
+                    tests = [record.get("accuracy", {})] + [t["accuracy"] for t in record.get("other_tests", {}).values()]
+                    values.append(next((t[length] for t in tests if length in t), None))
                 cells.append(" / ".join(f"{100 * v:.2f}" for v in values if v is not None) or "—")
         print(f"| {row} | " + " | ".join(cells) + " |")
 

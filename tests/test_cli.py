@@ -131,6 +131,14 @@ def test_every_command_explains_every_option():
         assert result.output.count("--") >= 3
 
 
+@pytest.mark.parametrize("command", ["train", "reproduce", "recipe", "calibrate"])
+def test_recipe_help_names_every_shipped_recipe(command):
+    from abcmini.recipes import RECIPES
+
+    text = " ".join(invoke(command, "--help").output.split())
+    assert all(name in text for name in RECIPES), text
+
+
 def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
     """The one procedure: every decoder layer calibrated and united into one bias, verticals only
     on markers, empty heads silent; then a retraining with it and its evaluation."""

@@ -175,6 +175,13 @@ def test_eval_in_another_frame_keeps_every_result_of_the_record(tiny_root, tmp_p
     (["eval", "runs/nope", "--test-frame", "wide"], "does not exist"),
     (["train", "--task", "bogus"], "unknown task 'bogus'"),
     (["train", "--recipe", "nope.yaml"], "unknown recipe 'nope.yaml'"),
+    (["train", "--method", "vanila"], "unknown method 'vanila'"),
+    (["train", "--method", "abc", "--calibration", "paperr"], "--calibration is abc or paper, not 'paperr'"),
+    (["train", "--method", "abc", "--rules", "all,-bnd"], "unknown calibration rule 'bnd'"),
+    (["reproduce", "--methods", "vanilla,+w=x"], "unknown method '+w=x'"),
+    (["reproduce", "--tasks", "addtion"], "unknown task 'addtion'"),
+    (["reproduce", "--quick", "--tasks", "addition"], "--quick sets --tasks itself"),
+    (["reproduce", "--quick", "--recipe", "long"], "--quick sets --recipe itself"),
 ])
 def test_argument_errors_come_before_torch_is_imported(args, needle, empty_cwd):
     code = ("import sys; sys.argv = ['abcmini', *sys.argv[1:]]; from cli import main\n"
@@ -199,6 +206,10 @@ def test_a_length_beyond_the_fixed_frame_names_the_option_that_tests_it(tiny_roo
     ("lengths: 5\n", "lengths must be a list of integers"),
     ("calibration: 3\n", "calibration must be a mapping"),
     ("calibration: {kappa_cross: [1]}\n", "calibration.kappa_cross must be a finite number"),
+    ("calibration: {rules: 'all,-band,-nothing'}\n", "unknown calibration rule 'nothing'"),
+    ("a: &a [6, 6]\nlengths: *a\n", "uses YAML aliases"),
+    ("lengths: [" + ",".join(["6"] * 1001) + "]\n", "lengths has 1,001 entries; at most 1,000"),
+    ("# " + "x" * 70_000 + "\n", "is over 64 KiB"),
 ])
 def test_a_recipe_file_of_the_wrong_shape_is_one_line(empty_cwd, text, needle):
     (empty_cwd / "me.yaml").write_text(text)

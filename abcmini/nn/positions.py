@@ -14,10 +14,7 @@ from einops import rearrange
 from torch import nn
 
 from abcmini.nn import InputError
-
-SCHEMES = ("vanilla", "nope", "rope", "alibi", "relative", "random", "fire", "abacus", "coupling")
-IN_ATTENTION = ("rope", "alibi", "relative", "fire")  # act inside self-attention, not on the embeddings
-TODAYS_SCHEMES = ("random", "fire", "abacus", "coupling")  # the length-generalization schemes of 2023–2024
+from abcmini.nn.schemes import IN_ATTENTION, SCHEMES, TODAYS_SCHEMES  # noqa: F401 (re-exported)
 
 
 def check_scheme(scheme: str) -> None:
