@@ -255,7 +255,10 @@ def load_recipe(name_or_path: str, _chain: tuple = ()) -> Recipe:
     data.setdefault("name", os.path.splitext(os.path.basename(name_or_path))[0])
     values = _from_dict(Recipe, data, f"recipe file {name_or_path!r}")
     if "calibration" in values:
-        values["calibration"] = replace(base.calibration, **values["calibration"])
+        try:
+            values["calibration"] = replace(base.calibration, **values["calibration"])
+        except ConfigError as error:
+            raise ConfigError(f"recipe file {name_or_path!r}: {error}") from None
     try:
         return replace(base, **values)
     except TypeError as error:
