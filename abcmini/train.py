@@ -2,6 +2,7 @@
 
 import math
 import os
+import re
 import time
 
 import torch
@@ -44,9 +45,11 @@ def same_bias(a: dict | None, b: dict | None) -> bool:
 def load_weights(model: torch.nn.Module, weights: dict) -> None:
     """A checkpoint's weights into ``model``, whose scaffold was built from the checkpoint's stored
     bias: the scaffold's buffers come from there (checkpoints from before scaffolds were modules
-    have none in their weights)."""
+    have none in their weights). Checkpoints from before attention terms were one module name
+    them ``attn.relative``/``attn.fire``; they load as ``attn.position_bias``."""
     scaffold = {key: value for key, value in model.state_dict().items() if key.startswith("scaffold.")}
-    model.load_state_dict({**scaffold, **{key: value for key, value in weights.items() if not key.startswith("scaffold.")}})
+    renamed = {re.sub(r"attn\.(relative|fire)\.", "attn.position_bias.", key): value for key, value in weights.items()}
+    model.load_state_dict({**scaffold, **{key: value for key, value in renamed.items() if not key.startswith("scaffold.")}})
 
 
 def load_model(state: dict, device="cpu") -> tuple[RunConfig, torch.nn.Module]:

@@ -21,7 +21,7 @@ from torch import nn
 
 from abcmini.nn.biases import NEG_INF, Layout
 from abcmini.nn.model import Block, KVCache, ModelConfig, Scaffolded, Transformer, causal_bias, rows
-from abcmini.nn.positions import IN_ATTENTION
+from abcmini.nn.positions import IN_ATTENTION, joint_positions
 
 
 def joint_bias(self_bias, cross_bias, n_src: int, n_q: int, device=None) -> torch.Tensor:
@@ -59,12 +59,7 @@ class DecoderOnly(Scaffolded):
         return self.cached((n_q, n_src, layout, str(device)), build)
 
     def positions(self, n_src: int, n: int, device=None) -> torch.Tensor:
-        """``[n_src + n]`` positions of the prompt and answer (CPI: mod ``period``, from the
-        prompt's last token with ``cpi_from: end``)."""
-        pos = torch.arange(n_src + n, device=device)
-        if self.cfg.period:
-            pos = (pos - (n_src - 1 if self.cfg.cpi_from == "end" else 0)) % self.cfg.period
-        return pos
+        return joint_positions(n_src, n, self.cfg.period, self.cfg.cpi_from, device)
 
     def forward(self, src, tgt_in, need_weights=False, shift=None, total: int | None = None, answer_rows: int | None = None):
         """Logits ``[b q vocab]`` of the answer rows, and per layer the answer rows' attention

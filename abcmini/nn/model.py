@@ -10,6 +10,7 @@
   and reads the cached keys/values of tokens ``< t``.
 """
 
+import functools
 from dataclasses import asdict, dataclass
 
 import torch
@@ -18,8 +19,7 @@ from einops import rearrange
 from torch import nn
 
 from abcmini.nn.biases import Layout, per_layer, segments_of
-from abcmini.nn.fire import FIRE
-from abcmini.nn.positions import IN_ATTENTION, RelativePosition, alibi_bias, alibi_slopes, check_scheme, cyclic_positions, rotate, sinusoidal
+from abcmini.nn.positions import IN_ATTENTION, attention_terms, check_scheme, cyclic_positions, input_positions, sinusoidal
 from abcmini.nn.size_cache import cached
 from abcmini.nn.token_positions import TOKEN_SCHEMES, TokenPositions
 
@@ -100,24 +100,19 @@ class KVCache:
 class Attention(nn.Module):
     """Multi-head attention: ``softmax(q kᵀ / sqrt(d) + bias) v``.
 
-    ``scheme`` is the positional scheme acting inside this attention (RoPE, ALiBi, relative),
-    or None (cross-attention, and the absolute schemes).
+    ``bias`` is what the caller hands in (a scaffold, the causal mask); a scheme acting inside the
+    attention comes as modules that ``terms()`` builds (``positions.attention_terms``, after the
+    projections, so a seed initializes the same weights): ``rotary`` turns queries and keys,
+    ``position_bias(q, q_pos, k_pos)`` adds its ``[... h q k]`` term to ``bias``.
     """
 
-    def __init__(self, cfg: ModelConfig, scheme: str | None, causal: bool = True):
+    def __init__(self, cfg: ModelConfig, terms=None):
         super().__init__()
         self.heads, self.dropout = cfg.heads, cfg.dropout
-        dim_head = cfg.d_model // cfg.heads
-        self.scheme = scheme
         self.to_q = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.to_kv = nn.Linear(cfg.d_model, 2 * cfg.d_model, bias=False)
         self.to_out = nn.Linear(cfg.d_model, cfg.d_model)
-        if scheme == "alibi":
-            self.register_buffer("slopes", alibi_slopes(cfg.heads), persistent=False)
-        if scheme == "relative":
-            self.relative = RelativePosition(dim_head, cfg.max_distance)
-        if scheme == "fire":
-            self.fire = FIRE(cfg.heads, causal)
+        self.rotary, self.position_bias = terms() if terms else (None, None)
 
     def forward(self, x, context, q_pos, k_pos, bias=None, cache=None, capacity=0, need_weights=False):
         """``x`` ``[b q d]`` attends to ``context`` ``[b k d]``; ``q_pos``/``k_pos`` index them.
@@ -130,18 +125,14 @@ class Attention(nn.Module):
             k, v = cache.k, cache.v
         else:
             k, v = rearrange(self.to_kv(context), "b n (two h d) -> two b h n d", two=2, h=self.heads)
-        if self.scheme == "rope":
-            q, k = rotate(q, q_pos), rotate(k, k_pos[-k.shape[2] :])
+        if self.rotary is not None:
+            q, k = self.rotary(q, k, q_pos, k_pos[-k.shape[2] :])
         if cache is not None and cache.static:
             cache.k, cache.v = k.contiguous(), v.contiguous()
         elif cache is not None:
             k, v = cache.extend(k, v, capacity)
-        if self.scheme == "alibi":
-            bias = _add(bias, alibi_bias(self.slopes, q_pos, k_pos))
-        if self.scheme == "relative":
-            bias = _add(bias, self.relative(q, q_pos, k_pos))
-        if self.scheme == "fire":
-            bias = _add(bias, self.fire(q_pos, k_pos))
+        if self.position_bias is not None:
+            bias = _add(bias, self.position_bias(q, q_pos, k_pos))
         dropout = self.dropout if self.training else 0.0
         if need_weights or q.shape[2] == 1:  # explicit path: weights asked for, or one decoding step
             scores = torch.einsum("b h q d, b h k d -> b h q k", q * q.shape[-1] ** -0.5, k)
@@ -154,6 +145,11 @@ class Attention(nn.Module):
             mask = None if bias is None else bias.to(q.dtype)[(None,) * (4 - bias.dim())]
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
         return self.to_out(rearrange(out, "b h n d -> b n (h d)")), probs
+
+
+def in_attention(cfg: ModelConfig, scheme: str | None, causal: bool):
+    """What builds ``scheme``'s terms inside one attention (None: nothing to build)."""
+    return scheme and functools.partial(attention_terms, scheme, cfg.heads, cfg.d_model // cfg.heads, cfg.max_distance, causal)
 
 
 def _add(bias, extra):
@@ -172,7 +168,8 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, inner: str | None, causal: bool):
         super().__init__()
         self.norm_attn, self.norm_ff = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
-        self.attn, self.ff, self.drop = Attention(cfg, inner, causal), FeedForward(cfg), nn.Dropout(cfg.dropout)
+        self.attn = Attention(cfg, in_attention(cfg, inner, causal))
+        self.ff, self.drop = FeedForward(cfg), nn.Dropout(cfg.dropout)
 
     def forward(self, x, q_pos, k_pos, bias=None, cache=None, capacity=0, need_weights=False):
         h = self.norm_attn(x)
@@ -185,7 +182,8 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig, inner: str | None):
         super().__init__()
         self.norm_self, self.norm_cross, self.norm_ff = (nn.LayerNorm(cfg.d_model) for _ in range(3))
-        self.self_attn, self.cross_attn = Attention(cfg, inner), Attention(cfg, None)
+        self.self_attn = Attention(cfg, in_attention(cfg, inner, causal=True))
+        self.cross_attn = Attention(cfg)
         self.ff, self.drop = FeedForward(cfg), nn.Dropout(cfg.dropout)
 
     def forward(self, x, memory, q_pos, k_pos, mem_pos, self_bias, cross_bias, caches=(None, None), capacity=0, need_weights=False):
@@ -280,13 +278,7 @@ class Transformer(Scaffolded):
         return cyclic_positions(n, self.cfg.period, offset, device)
 
     def input_positions(self, n: int, device=None) -> torch.Tensor:
-        """The input's positions; with CPI from the ``end``, counted from its last token (the least
-        significant digit), so each digit keeps its phase in a frame of any width; in operand
-        pairs (``cpi_unit``), both digits of a pair share their pair's phase."""
-        if self.cfg.period and self.cfg.cpi_unit == "pair":
-            return torch.arange(n - 1, -1, -1, device=device) // 2 % self.cfg.period
-        pos = self.positions(n, device=device)
-        return pos.flip(0) if self.cfg.period and self.cfg.cpi_from == "end" else pos
+        return input_positions(n, self.cfg.period, self.cfg.cpi_from, self.cfg.cpi_unit, device)
 
     def encode(self, src: torch.Tensor, shift=None) -> torch.Tensor:
         pos = self.input_positions(src.shape[1], device=src.device)

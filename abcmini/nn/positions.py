@@ -14,6 +14,7 @@ from einops import rearrange
 from torch import nn
 
 from abcmini.nn import InputError
+from abcmini.nn.fire import FIRE
 from abcmini.nn.schemes import IN_ATTENTION, SCHEMES, TODAYS_SCHEMES  # noqa: F401 (re-exported)
 
 
@@ -45,6 +46,13 @@ def rotate(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> t
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).type_as(x)
 
 
+class Rotary(nn.Module):
+    """RoPE (Su et al.): queries and keys rotated by their positions inside the attention."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor):
+        return rotate(q, q_pos), rotate(k, k_pos)
+
+
 def alibi_slopes(heads: int) -> torch.Tensor:
     """Press et al.: the geometric sequence ``2^(-8/h), 2^(-16/h), …``."""
     return 2.0 ** (-8.0 * torch.arange(1, heads + 1) / heads)
@@ -54,6 +62,17 @@ def alibi_bias(slopes: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -
     """``[h q k]`` linear penalty ``-m_h |i - j|``."""
     distance = (rearrange(q_pos, "q -> q 1") - rearrange(k_pos, "k -> 1 k")).abs()
     return -rearrange(slopes, "h -> h 1 1") * distance
+
+
+class ALiBi(nn.Module):
+    """Press et al. (2022) as an attention bias: ``[h q k]`` for queries at ``q_pos`` over keys at ``k_pos``."""
+
+    def __init__(self, heads: int):
+        super().__init__()
+        self.register_buffer("slopes", alibi_slopes(heads), persistent=False)
+
+    def forward(self, q: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+        return alibi_bias(self.slopes, q_pos, k_pos)
 
 
 class RelativePosition(nn.Module):
@@ -87,3 +106,28 @@ def significance(digit: torch.Tensor, lsd_first: bool) -> torch.Tensor:
     starts = digit & ~torch.nn.functional.pad(digit[..., :-1], (1, 0), value=False)
     run_start = torch.where(starts, index, torch.full_like(index, -1)).cummax(dim=-1).values
     return torch.where(digit, index - run_start, torch.full_like(index, -1))
+
+
+def attention_terms(scheme: str | None, heads: int, dim_head: int, max_distance: int, causal: bool):
+    """``(rotary, position_bias)`` of a scheme that acts inside self-attention (RoPE; ALiBi, Shaw
+    relative, FIRE), each None where it has none: the attention calls them and knows no names."""
+    biases = {"alibi": lambda: ALiBi(heads), "relative": lambda: RelativePosition(dim_head, max_distance),
+              "fire": lambda: FIRE(heads, causal)}
+    return (Rotary() if scheme == "rope" else None), (biases[scheme]() if scheme in biases else None)
+
+
+def input_positions(n: int, period: int, cpi_from: str = "start", cpi_unit: str = "token", device=None) -> torch.Tensor:
+    """The encoder-decoder's input positions ``[n]``. CPI from the ``end`` counts from the last
+    token (the least significant digit), so each digit keeps its phase in a frame of any width;
+    in operand ``pair``s both digits of a pair share their pair's phase."""
+    if period and cpi_unit == "pair":
+        return torch.arange(n - 1, -1, -1, device=device) // 2 % period
+    pos = cyclic_positions(n, period, device=device)
+    return pos.flip(0) if period and cpi_from == "end" else pos
+
+
+def joint_positions(n_src: int, n: int, period: int, cpi_from: str = "start", device=None) -> torch.Tensor:
+    """A decoder-only model's ``[n_src + n]`` positions of prompt and answer (CPI: mod ``period``,
+    from the prompt's last token with ``cpi_from`` ``end``)."""
+    pos = torch.arange(n_src + n, device=device)
+    return (pos - (n_src - 1 if cpi_from == "end" else 0)) % period if period else pos
