@@ -6,6 +6,7 @@ Options also take the underscore spelling a wandb sweep agent passes (``--pad_wi
 """
 
 import glob
+import inspect
 import os
 import signal
 import sys
@@ -22,6 +23,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer v
 from typer._click.core import ParameterSource
 from typer.core import TyperGroup
 
+from abcmini.config import CALIBRATION_FIELDS, OPTIONS
 from abcmini.errors import Stopped, UserError, exit_code_of, raise_stopped
 from abcmini.nn import InputError
 from abcmini.names import check_int
@@ -110,6 +112,24 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"token_normalize_func": lambda name: name.replace("_", "-")},  # --pad_width → --pad-width
 )
+
+
+def field_options(names=tuple(OPTIONS), rename: dict | None = None):
+    """The command takes one option per schema field in ``names`` (``abcmini.config.OPTIONS``: its
+    name, type and help, declared there once), passed in its ``**fields``; ``rename`` gives a
+    field another option name in this command."""
+    def add(command):
+        signature = inspect.signature(command)
+        params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        for name in names:
+            option, kind, help = OPTIONS[name]
+            option = (rename or {}).get(name, option)
+            params.append(inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, default=typer.Option(None, help=help), annotation=kind))
+        command.__signature__ = signature.replace(parameters=params)
+        command.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in params}}
+        return command
+
+    return add
 
 
 @contextmanager
@@ -223,6 +243,7 @@ def print_accuracy(record: dict) -> None:
 
 
 @app.command()
+@field_options()
 def train(
     ctx: typer.Context,
     task: str = typer.Option("successor", help="successor | addition | nx1 | parity | parity_class"),
@@ -231,37 +252,8 @@ def train(
     recipe: str = typer.Option("paper", help=RECIPE_HELP + " Every value below defaults to it."),
     window: int = typer.Option(None, help="ABS window w (with a scheme as --method)."),
     period: int = typer.Option(None, help="CPI period T: positions i mod T."),
-    window_unit: str = typer.Option(None, help="ABS on Addition and N×1: the window's w counts input columns (column) or operand pairs (pair)."),
-    preset: str = typer.Option(None, help="Model size: paper | cpu | tiny."),
-    arch: str = typer.Option(None, help="encoder-decoder (the paper's) | decoder (GPT-style: prompt and answer in one causal sequence)."),
-    enc_layers: int = typer.Option(None, help="Encoder depth (0: cross-attention reads the embedded input)."),
-    pe_scale: float = typer.Option(None, help="Amplitude of the sinusoidal encoding."),
-    cpi_from: str = typer.Option(None, help="CPI: count input positions from the first token (start) or the last digit (end)."),
-    pad_width: int = typer.Option(None, help="The fixed frame: operands padded to this many digits."),
-    abc_pad_width: int = typer.Option(None, help="ABC: the frame its source trains in, and its retraining from there (tested in --pad-width's)."),
-    frame_spread: int = typer.Option(None, help="Train each batch in a frame of --pad-width plus 0 … this many digits."),
     growing: bool = typer.Option(False, "--growing", help="Growing geometry: the pad width follows the length."),
-    data_seed: int = typer.Option(None, help="Seed of the number pool and its train/validation split."),
-    steps: int = typer.Option(None, help="Step cap."),
-    stop_at: float = typer.Option(None, help="Stop once validation exact match reaches this."),
-    train_on: float = typer.Option(None, help="…then train on to this multiple of that step."),
-    batch_size: int = typer.Option(None, help="Examples per optimizer step."),
-    lr: float = typer.Option(None, help="Peak learning rate (warmup, cosine decay)."),
-    warmup: int = typer.Option(None, help="Warmup steps."),
-    eval_every: int = typer.Option(None, help="Validate and checkpoint every this many steps."),
-    valid_size: int = typer.Option(None, help="Validation examples."),
-    bias: str = typer.Option(None, help="Train with a bias file from abcmini calibrate."),
-    kappa_cross: float = typer.Option(None, help="ABC: cross-attention dropoff factor."),
-    kappa_self: float = typer.Option(None, help="ABC: self-attention dropoff factor."),
-    min_support: float = typer.Option(None, help="ABC: extend only lines crossing this fraction of the trusted rows."),
-    samples: int = typer.Option(None, help="ABC: training inputs decoded to average the attention over."),
-    calibration_seed: int = typer.Option(None, help="ABC: seed of that subset of training inputs."),
-    min_accuracy: float = typer.Option(None, help="ABC: refuse a source below this validation exact match."),
-    rules: str = typer.Option(None, help="ABC: the rules beyond Algorithm 1: all | none | names | all,-band (abcmini recipe lists them)."),
     calibration: str = typer.Option(None, help="ABC: paper = Algorithm 1 as written (--rules none --kappa-cross 4.5); options above override it."),
-    lengths: str = typer.Option(None, help="Test lengths after training, comma-separated."),
-    test_frame: str = typer.Option(None, help="fixed: test in the training frame; follows: grow it with the length."),
-    test_seed: int = typer.Option(None, help="Seed of the test numbers."),
     out: str = typer.Option(None, help="Run directory [default: runs/RECIPE/TASK/NAME]."),
     source: str = typer.Option(None, help="ABC: the Vanilla run to calibrate (trained first if unfinished)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
@@ -272,24 +264,27 @@ def train(
     wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),
     wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved configuration and exit."),
+
+    **fields,
 ):
     """Train one cell of a recipe, evaluate it and write RUN_DIR/eval.json.
 
     With --method abc: train Vanilla to interpolation (the source), calibrate its attention, retrain a fresh model with the bias; exactly what abcmini reproduce runs for the cell.
     """
     from abcmini.names import canonical_method, check_task
-    from abcmini.recipes import load_recipe, rule_names
+    from abcmini.config import rule_names
+    from abcmini.recipes import load_recipe
 
     with user_errors():  # before torch is imported
         check_task(task)
         canonical_method(method, window, period)
         load_recipe(recipe)
         calibration_preset(calibration)
-        rule_names(rules or "")
+        rule_names(fields["rules"] or "")
         for name, value in ctx.params.items():  # every integer option against its bounds (names.BIGGEST)
             check_int(value, "calibration.seed" if name == "calibration_seed" else name, "--" + name.replace("_", "-"))
-        if lengths:
-            parse_integers(lengths, "--lengths", minimum=1)
+        lengths = fields["lengths"] and parse_integers(fields["lengths"], "--lengths", minimum=1)
+        bias = fields["bias"]
     from abcmini import experiment as ex
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, check_cell_evaluation, run_cell, use_threads
@@ -298,12 +293,12 @@ def train(
     with user_errors():
         chosen = load_recipe(recipe)
         cell = ex.Cell.of(task, method, seed, window, period)
-        overrides = {field: ctx.params[ex.option_name(field)] for field in ex.OVERRIDABLE}  # every field a recipe sets has its option
-        overrides |= {"bias_file": bias and os.path.abspath(bias), "lengths": lengths and parse_integers(lengths, "--lengths", minimum=1)}
+        overrides = {field: fields[option] for field, (option, _, _) in OPTIONS.items()}  # every field a recipe sets has its option
+        overrides |= {"bias_file": bias and os.path.abspath(bias), "lengths": lengths}
         overrides = {key: value for key, value in overrides.items() if value is not None}
         overrides = {**calibration_preset(calibration), **overrides}
         if growing:
-            if pad_width is not None:
+            if fields["pad_width"] is not None:
                 raise UserError("--growing and --pad-width are alternatives; pass one")
             overrides["pad_width"] = None
         experiment = ex.resolve(chosen, cell, overrides)
@@ -348,7 +343,7 @@ def train(
 
 def calibration_preset(name: str | None) -> dict:
     """The calibration fields ``--calibration NAME`` sets: ``paper`` is Algorithm 1 as written, ``abc`` the recipe's."""
-    from abcmini.recipes import PAPER_CALIBRATION
+    from abcmini.config import PAPER_CALIBRATION
 
     if name not in (None, "abc", "paper"):
         raise UserError(f"--calibration is abc or paper, not {name!r}")
@@ -367,7 +362,7 @@ def evaluate(
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
 ):
     """Exact match by length on the seeded test sets; merges into RUN_DIR/eval.json."""
-    from abcmini.recipes import check_test_frame
+    from abcmini.config import check_test_frame
     from abcmini.store import require_checkpoint
 
     with user_errors():  # the arguments first: an error is answered before torch is imported
@@ -385,30 +380,26 @@ def evaluate(
 
 
 @app.command("calibrate")
+@field_options(CALIBRATION_FIELDS, rename={"seed": "seed"})
 def calibrate_command(
     ctx: typer.Context,
     run_dir: str = typer.Argument(..., help="A run that has interpolated (trained without scaffolding)."),
     recipe: str = typer.Option(None, help="Recipe whose calibration settings apply: paper | paper64 | quick | long | decoder | a YAML file [default: the run's, else paper]."),
-    kappa_cross: float = typer.Option(None, help="Cross-attention dropoff factor: keep d_l > μ + κσ."),
-    kappa_self: float = typer.Option(None, help="Self-attention dropoff factor."),
-    min_support: float = typer.Option(None, help="Extend only lines crossing this fraction of the trusted rows (0: all)."),
-    samples: int = typer.Option(None, help="Training inputs decoded to average the attention over."),
-    seed: int = typer.Option(None, help="Seed of that subset."),
-    min_accuracy: float = typer.Option(None, help="Refuse a run below this validation exact match."),
-    rules: str = typer.Option(None, help="The rules beyond Algorithm 1: all | none | names | all,-band (abcmini recipe lists them)."),
     calibration: str = typer.Option(None, help="paper = Algorithm 1 as written (--rules none --kappa-cross 4.5); options above override it."),
     out: str = typer.Option(None, help="Bias file to write [default: RUN_DIR/abc_bias.pt]; heatmaps go beside it."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing bias file."),
     wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),
     wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
+
+    **fields,
 ):
     """ABC: average an interpolating model's attention and turn it into line-table biases usable at any length (train --bias FILE)."""
     with user_errors():  # before torch is imported
-        check_int(samples, "samples")
-        check_int(seed, "seed")
+        check_int(fields["samples"], "samples")
+        check_int(fields["seed"], "seed")
     from dataclasses import asdict, replace
 
-    from abcmini.experiment import CALIBRATION_FIELDS, run_config_of
+    from abcmini.experiment import run_config_of
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, calibrate_stage, experiment_of
     from abcmini.recipes import RECIPES, load_recipe
@@ -421,7 +412,7 @@ def calibrate_command(
         state = load_checkpoint(run_dir)
         cfg = run_config_of(state)
         task = cfg.task
-        given = {name: ctx.params[name] for name in CALIBRATION_FIELDS}  # each calibration field is one option
+        given = {name: fields[name] for name in CALIBRATION_FIELDS}  # each calibration field is one option
         given = {**calibration_preset(calibration), **{k: v for k, v in given.items() if v is not None}}
         settings = replace(chosen.calibration, **given)
         check_memory(cfg, "cpu", settings.samples, "calibration")

@@ -7,13 +7,12 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, replace
 
-from abcmini.nn.model import ARCHS, PRESETS, ModelConfig
-from abcmini.names import ConfigError, canonical_method, method_label, parse_method
-from abcmini.nn.positions import IN_ATTENTION, TODAYS_SCHEMES
-from abcmini.recipes import PAPER, Calibration, Recipe, check_test_frame, check_window_unit
-from abcmini.tasks import POOL_DIGITS, check_task, is_binary
+from abcmini.config import (CALIBRATION_FIELDS, OVERRIDABLE, RUN_FIELDS, SHARED_FIELDS, Calibration, Recipe, RunConfig,
+                            check_test_frame, from_fields, option_name)
+from abcmini.names import ConfigError, canonical_method, check_task, is_binary, parse_method
+from abcmini.nn.schemes import IN_ATTENTION, TODAYS_SCHEMES
 
 MAIN_TASKS = ("successor", "addition", "nx1")
 ABS_TASKS = ("successor", "addition", "nx1", "parity")
@@ -22,115 +21,6 @@ ABS_METHODS = ("vanilla", "+w=1", "+T=3", "NoPE+w=1")
 
 
 # ---------------------------------------------------------------- one run's configuration
-
-
-def setting(default, role: str):
-    """A run configuration field and where its value comes from: ``cell`` (the task, method and
-    seed), ``run`` (the recipe, overridable for the cell's own run) or ``shared`` (the recipe,
-    overridable, and ABC's source takes it too)."""
-    return field(default=default, metadata={"role": role})
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Everything one training run depends on; a checkpoint carries it. Defaults are the ``paper``
-    recipe's."""
-
-    task: str = setting("successor", "cell")
-    arch: str = setting(PAPER.arch, "shared")  # the paper's encoder-decoder, or a GPT-style "decoder" (abcmini.nn.decoder)
-    scheme: str = setting("vanilla", "cell")
-    period: int = setting(0, "cell")  # CPI period T (0: off)
-    cpi_from: str = setting("start", "run")  # CPI positions of the input counted from its first token or its "end"
-    window: int | None = setting(None, "cell")  # ABS window w (None: no window)
-    window_unit: str = setting("column", "run")  # on an aligned binary input, w (and CPI) count columns or operand pairs (biases.window_cross_bias)
-    bias_file: str | None = setting(None, "run")  # ABC bias, relative to the run directory (or absolute)
-    preset: str = setting(PAPER.preset, "shared")
-    enc_layers: int | None = setting(None, "run")  # None: the preset's
-    pe_scale: float = setting(1.0, "run")  # amplitude of the sinusoidal encoding
-    pad_width: int | None = setting(PAPER.pad_width, "shared")  # fixed frame; None: growing geometry (pad width follows the length)
-    frame_spread: int = setting(0, "run")  # each training batch in a frame of pad_width … pad_width + frame_spread digits (validation: pad_width)
-    varied: bool = setting(False, "cell")  # each training batch one length of 1…7 digits in a frame of that length; tests in a frame of theirs
-    seed: int = setting(0, "cell")
-    data_seed: int = setting(0, "shared")
-    steps: int = setting(PAPER.steps, "run")
-    batch_size: int = setting(PAPER.batch_size, "shared")
-    lr: float = setting(PAPER.lr, "shared")
-    warmup: int = setting(PAPER.warmup, "shared")
-    stop_at: float | None = setting(None, "run")  # stop once validation exact match reaches this …
-    train_on: float = setting(1.0, "run")  # … or, reached first at step s, at the first evaluation from step train_on·s on
-    eval_every: int = setting(PAPER.eval_every, "shared")
-    valid_size: int = setting(PAPER.valid_size, "shared")
-
-    def __post_init__(self):
-        check_task(self.task)
-        if self.preset not in PRESETS:
-            raise ConfigError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
-        if self.window is not None and self.bias_file is not None:
-            raise ConfigError("--bias (ABC) and --window (ABS) are alternatives; pass one")
-        checks = [("window", self.window is None or self.window >= 0, "at least 0"), ("period", self.period >= 0, "at least 0 (0 turns CPI off)"),
-                  ("steps", self.steps >= 1, "at least 1"), ("frame-spread", self.frame_spread >= 0, "at least 0"), ("batch-size", self.batch_size >= 1, "at least 1"),
-                  ("eval-every", self.eval_every >= 1, "at least 1"), ("valid-size", self.valid_size >= 1, "at least 1"),
-                  ("warmup", self.warmup >= 0, "at least 0"), ("enc-layers", self.enc_layers is None or self.enc_layers >= 0, "at least 0"),
-                  ("lr", math.isfinite(self.lr) and self.lr > 0, "a positive number"),
-                  ("pe-scale", math.isfinite(self.pe_scale) and self.pe_scale >= 0, "a number ≥ 0"),
-                  ("stop-at", self.stop_at is None or 0 <= self.stop_at <= 1, "in [0, 1]"),
-                  ("train-on", math.isfinite(self.train_on) and self.train_on >= 1, "at least 1 (a multiple of the step that reached --stop-at)")]
-        for option, ok, rule in checks:
-            if not ok:
-                raise ConfigError(f"--{option} must be {rule}, got {getattr(self, option.replace('-', '_'))}")
-        check_window_unit(self.window_unit)
-        if self.window_unit == "pair" and not self.aligned:
-            raise ConfigError("--window-unit pair counts the window in operand pairs; it needs a window on Addition or N×1")
-        if self.window_unit == "pair" and self.period and (self.cpi_from != "end" or self.arch != "encoder-decoder"):
-            raise ConfigError("CPI in operand pairs (--window-unit pair with +T) counts from the input's end (--cpi-from end) in the encoder-decoder")
-        if self.cpi_from not in ("start", "end"):
-            raise ConfigError(f"--cpi-from is start or end, not {self.cpi_from!r}")
-        if self.arch not in ARCHS:
-            raise ConfigError(f"--arch is one of {', '.join(ARCHS)}, not {self.arch!r}")
-        if self.arch == "decoder" and self.enc_layers:
-            raise ConfigError("a decoder-only model (--arch decoder) has no encoder; drop --enc-layers")
-        if self.varied and (self.frame_spread or self.bias_file is not None):
-            raise ConfigError("+varied trains every batch in a frame of its numbers' length; it takes no --frame-spread and no ABC bias")
-        if self.frame_spread and self.pad_width is None:
-            raise ConfigError("--frame-spread widens a fixed frame; the growing geometry has none")
-        if self.pad_width is not None and self.pad_width < POOL_DIGITS:
-            raise ConfigError(f"pad width must be at least {POOL_DIGITS} (the training numbers have up to {POOL_DIGITS} digits)")
-        self.model_config()  # validates the positional scheme
-
-    @property
-    def train_pad_width(self) -> int:
-        return self.pad_width if self.pad_width is not None else POOL_DIGITS
-
-    @property
-    def aligned(self) -> bool:
-        """ABS input alignment: binary tasks with a window see interleaved operands."""
-        return self.window is not None and is_binary(self.task)
-
-    @property
-    def label(self) -> str:
-        return method_label(self.scheme, self.window, self.period, self.varied, biased=self.bias_file is not None)
-
-    def model_config(self) -> ModelConfig:
-        """The preset's model; a decoder-only one has two causal layers per decoder layer, as many
-        attention sublayers as the encoder-decoder's decoder (docs/decoder-only.md)."""
-        decoder_only = {"enc_layers": 0, "dec_layers": 2 * PRESETS[self.preset]["dec_layers"]}
-        depth = decoder_only if self.arch == "decoder" else {} if self.enc_layers is None else {"enc_layers": self.enc_layers}
-        return ModelConfig(**{**PRESETS[self.preset], **depth, "arch": self.arch, "scheme": self.scheme, "period": self.period, "pe_scale": self.pe_scale,
-                              "cpi_from": self.cpi_from, "cpi_unit": "pair" if self.window_unit == "pair" and self.period else "token"})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def from_fields(cls, data: dict, what: str):
-    """``cls(**data)``, or one line saying ``data`` is not a ``what`` of this version."""
-    unknown = sorted(str(k) for k in set(data) - {f.name for f in fields(cls)})
-    if unknown:
-        raise ConfigError(f"{what} has unknown field {unknown[0]!r}; it comes from another version or program")
-    try:
-        return cls(**data)
-    except (TypeError, ValueError, KeyError) as error:  # a missing field, or a value of the wrong kind
-        raise ConfigError(f"{what} does not hold this version's fields ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
 
 
 def run_config_of(state: dict) -> RunConfig:
@@ -157,18 +47,6 @@ def half_cosine(progress: float) -> float:
 # ---------------------------------------------------------------- cells and their resolution
 
 ABC_BIAS = "abc_bias.pt"  # an ABC run's bias file, inside its run directory
-RUN_FIELDS = tuple(f.name for f in fields(RunConfig) if f.metadata["role"] != "cell")  # a recipe's, overridable
-SHARED_FIELDS = tuple(f.name for f in fields(RunConfig) if f.metadata["role"] == "shared")  # ABC's source and retraining
-CALIBRATION_FIELDS = tuple(f.name for f in fields(Calibration))
-TEST_FIELDS = ("lengths", "test_seed", "test_frame")
-OVERRIDABLE = RUN_FIELDS + ("abc_pad_width",) + CALIBRATION_FIELDS + TEST_FIELDS  # each one an option of ``abcmini train``
-
-
-def option_name(field: str) -> str:
-    """The ``abcmini train`` parameter that overrides ``field`` (``--bias FILE``, ``--calibration-seed``)."""
-    return {"bias_file": "bias", "seed": "calibration_seed"}.get(field, field)
-
-
 @dataclass(frozen=True)
 class Cell:
     """One cell of a table: a task, a method (``canonical_method``) and a seed."""

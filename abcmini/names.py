@@ -19,6 +19,10 @@ def check_task(task: str) -> None:
         raise UserError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
 
 
+def is_binary(task: str) -> bool:
+    return task in ("addition", "nx1")
+
+
 SEED_MAX = 2**31 - 1  # a test set's generator is seeded with seed * 1,000,003 + length: well inside torch's 64 bits
 BIGGEST = {"seed": (0, SEED_MAX), "data_seed": (0, SEED_MAX), "test_seed": (0, SEED_MAX), "calibration.seed": (0, SEED_MAX), "seeds": (0, SEED_MAX),
            "steps": (None, 10**9), "warmup": (None, 10**9), "eval_every": (None, 10**9), "batch_size": (None, 10**7),

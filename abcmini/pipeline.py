@@ -20,7 +20,7 @@ from abcmini.evaluate import extrapolation_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
 from abcmini.outputs.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.limits import batch_for, check_evaluation, check_writable
-from abcmini.recipes import Calibration, check_test_frame
+from abcmini.config import Calibration, check_test_frame
 from abcmini.store import CHECKPOINT, checkpoint_identity, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
 from abcmini.tasks import POOL_DIGITS, Pool, detokenize, digit_mask, extrapolation_set_size, format_task, padding_cells, sample_operands
 from abcmini.outputs.track import ID_FILE, Tracker, artifact_name, run_config, under_agent

@@ -6,149 +6,15 @@ fields over a named one (``base: paper``).
 
 import math
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 
 import yaml
 
-from abcmini.nn.rules import RULES
+from abcmini.config import Calibration, Recipe
 from abcmini.names import ConfigError, check_int
 
-
-TEST_FRAMES = ("fixed", "follows")
 MAX_RECIPE_BYTES = 64 * 1024  # checked before the file is parsed
 MAX_LIST = 1000  # entries of any list in a recipe (lengths)
-
-
-def check_test_frame(value: str) -> None:
-    if value not in TEST_FRAMES:
-        raise ConfigError(f"--test-frame is fixed or follows, not {value!r}")
-
-
-def check_window_unit(value: str) -> None:
-    if value not in ("column", "pair"):
-        raise ConfigError(f"--window-unit is column or pair, not {value!r}")
-
-
-def why(default, reason: str):
-    """A recipe field: its value and the one-line reason for it."""
-    return field(default=default, metadata={"why": reason})
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """ABC's calibration settings: one procedure for every recipe and task (paper §4, Algorithm 1,
-    with the rules docs/recipe.md explains; their fixed parts live in ``abcmini.nn.calibrate``)."""
-
-    kappa_self: float = why(0.87, "the paper's dropoff factor for self-attention")
-    kappa_cross: float = why(2.5, "a pad-10 frame has few cross lines; none stands the paper's 4.5 sigma out")
-    min_support: float = why(0.5, "extend only lines crossing half of the trusted rows, and the last one")
-    samples: int = why(1000, "training inputs decoded to average the attention over")
-    seed: int = why(0, "seed of that subset of training inputs")
-    min_accuracy: float = why(0.99, "refuse a source below this validation exact match: it has not interpolated")
-    rules: str = why("all", "every rule beyond Algorithm 1 (abcmini recipe RECIPE lists them); none: the paper as written")
-
-    def __post_init__(self):
-        for name in ("kappa_self", "kappa_cross", "min_support", "min_accuracy"):
-            if not math.isfinite(getattr(self, name)):
-                raise ConfigError(f"{name} must be a finite number, got {getattr(self, name)}")
-        if not 0 <= self.min_support <= 1:
-            raise ConfigError(f"min_support must lie in [0, 1], got {self.min_support}")
-        if self.samples < 1:
-            raise ConfigError(f"--samples must be at least 1, got {self.samples}")
-        self.rule_names()
-
-    def rule_names(self) -> tuple[str, ...]:
-        return rule_names(self.rules)
-
-
-def rule_names(spec: str) -> tuple[str, ...]:
-    """Calibration rules spelled out: ``all``, ``none``, names, or ``all,-band`` (all but band), in ``RULES``' order."""
-    chosen = set()
-    for word in filter(None, (w.strip() for w in spec.split(","))):
-        name = word.removeprefix("-")
-        if word in ("all", "none"):
-            chosen = set(RULES) if word == "all" else set()
-        elif name not in RULES:
-            raise ConfigError(f"unknown calibration rule {name!r}; rules are all, none or {', '.join(RULES)}")
-        elif word.startswith("-"):
-            chosen.discard(name)
-        else:
-            chosen.add(name)
-    return tuple(name for name in RULES if name in chosen)
-
-
-PAPER_CALIBRATION = {"rules": "none", "kappa_cross": 4.5}  # --calibration paper: Algorithm 1 with the paper's κ
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """How every cell of the paper's tables is trained on 2 CPU cores."""
-
-    name: str = why("paper", "what produced the README's tables")
-    pad_width: int = why(12, "a pad-12 frame: steps 5x cheaper than the paper's 64 (docs/paper-gaps.md)")
-    lengths: tuple = why((6, 10, 15, 20, 60), "the paper's test lengths")
-    test_seed: int = why(0, "every method is tested on the same numbers")
-    test_frame: str = why("follows", "each length in a frame of the length plus the training numbers' leading zeros")
-    arch: str = why("encoder-decoder", "the paper's model; decoder: GPT-style, prompt and answer in one causal sequence")
-    preset: str = why("cpu", "2 decoder layers, 4 heads, d 64: converges in minutes on a CPU")
-    enc_layers: int = why(0, "the authors' identity encoder: cross-attention reads the embedded input")
-    enc_layers_in_attention: int = why(1, "RoPE, ALiBi, relative act inside self-attention, so their input needs an encoder")
-    lr: float = why(1e-3, "Adam with warmup and cosine decay, for minutes instead of the paper's days at 1e-5")
-    warmup: int = why(100, "linear warmup steps")
-    batch_size: int = why(128, "examples per optimizer step")
-    eval_every: int = why(250, "validate and checkpoint every this many steps")
-    valid_size: int = why(1000, "validation examples from the held-out eighth of the pool")
-    stop_at: float = why(0.999, "scaffolded runs (ABS, ABC retraining) stop at 99.9% validation")
-    stop_at_plain: float = why(0.995, "unscaffolded runs stop at interpolation, enough for ABC's 99%")
-    train_on: float = why(1.5, "ABS windows train on to 1.5x the step that reached stop_at: long carries need it")
-    abc_train_on: float = why(3.0, "ABC retraining trains on to 3x the step that reached stop_at: rarer long carry errors")
-    abc_pad_width: int = why(10, "ABC's source trains at pad 10, its retraining from there: 4 trailing zeros, as 60 digits at pad 64")
-    abc_frame_spread: int = why(10, "ABC retrains in frames of 10 to 20 digits: every test frame's margins were seen")
-    abc_valid_size: int = why(500, "…and validates on 500 numbers: one ABC training serves every recipe's protocol")
-    steps: int = why(4000, "step cap of runs expected to interpolate")
-    steps_addition_plain: int = why(20000, "Vanilla and RoPE Addition sit on a loss plateau for thousands of steps")
-    steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
-    steps_parity_plain: int = why(4000, "Parity without a window: in a pad-12 frame Vanilla interpolates by step 750")
-    steps_nx1_window: int | None = why(None, "N×1 with an ABS window (and today's methods): its own step cap (none: steps)")
-    steps_nx1_abc: int = why(12000, "ABC on N×1 reaches 99.9% late in frames of 10–20; a 4,000 cap cut its 3x short")
-    scaffold_pe_scale: float = why(1 / 16, "+w=W: the uncycled sinusoidal encoding at 1/16 amplitude beside the window")
-    cpi_from: str = why("end", "CPI counted from the least significant digit keeps each digit's phase in any frame")
-    window_unit: str = why("pair", "on Addition and N×1 the ABS window and CPI count operand pairs (docs/paper-gaps.md)")
-    abc_scheme: str = why("nope", "ABC retrains without positional encoding: the bias is its only position signal")
-    calibration: Calibration = why(Calibration(), "ABC's calibration settings")
-    changes: tuple = why((), "the reasons for the values that differ from the recipe this one is based on")
-
-    def __post_init__(self):
-        check_test_frame(self.test_frame)
-        check_window_unit(self.window_unit)
-        if self.arch not in ("encoder-decoder", "decoder"):
-            raise ConfigError(f"arch is encoder-decoder or decoder, not {self.arch!r}")
-
-    def derive(self, **changes) -> "Recipe":
-        """A recipe based on this one: each change is ``field=(value, reason)``; calibration
-        fields are spelled ``calibration_FIELD``."""
-        values, calibration, reasons = {}, {}, dict(self.changes)
-        for name, (value, reason) in changes.items():
-            if name.startswith("calibration_"):
-                calibration[name.removeprefix("calibration_")] = value
-                reasons[f"calibration.{name.removeprefix('calibration_')}"] = reason
-            else:
-                values[name] = value
-                reasons[name] = reason
-        return replace(self, **values, calibration=replace(self.calibration, **calibration), changes=tuple(reasons.items()))
-
-    def reasons(self) -> list[tuple[str, object, str]]:
-        """``(field, value, reason)`` for every value, calibration's as ``calibration.FIELD``."""
-        rows = []
-        for f in fields(self):
-            if f.name == "calibration":
-                rows += [(f"calibration.{c.name}", getattr(self.calibration, c.name), c.metadata["why"]) for c in fields(Calibration)]
-                on = self.calibration.rule_names()
-                rows += [(f"calibration rule {name}", "on" if name in on else "off", reason) for name, reason in RULES.items()]
-            elif f.name != "changes":
-                rows.append((f.name, getattr(self, f.name), f.metadata["why"]))
-        changed = dict(self.changes)
-        return [(name, value, changed.get(name, reason)) for name, value, reason in rows]
 
 
 PAPER = Recipe()

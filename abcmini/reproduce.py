@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from abcmini.errors import Stopped, UserError
 from abcmini.experiment import MAIN_TASKS, Cell, Experiment, cell_dir, resolve
-from abcmini.recipes import Recipe
+from abcmini.config import Recipe
 from abcmini.pipeline import Tracking, run_cell, train_source, use_threads
 from abcmini.store import StoreError, lock_run, read_eval, save_json
 

@@ -26,12 +26,12 @@ import torch
 from einops import rearrange, repeat
 
 from abcmini.errors import UserError
-from abcmini.names import TASKS, check_task  # noqa: F401 (torch-free, for the command line)
+from abcmini.config import POOL_DIGITS
+from abcmini.names import check_task
 
 VOCAB = "0123456789+*$&@"
 PLUS, TIMES, SOS, EOS, PAD = (VOCAB.index(c) for c in "+*$&@")
 POOL_SIZE = 2**20 + 1  # the paper's permutation of [0, 2^20]
-POOL_DIGITS = len(str(2**20))  # L_int: the longest operand in the pool has 7 digits
 
 
 def detokenize(tokens: torch.Tensor) -> str:
@@ -140,9 +140,6 @@ class Example:
     tgt_in: torch.Tensor  # [n, T]  SOS + result
     tgt_out: torch.Tensor  # [n, T]  result + EOS
 
-
-def is_binary(task: str) -> bool:
-    return task in ("addition", "nx1")
 
 
 def format_task(task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: int, aligned: bool = False) -> Example:

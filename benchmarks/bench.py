@@ -42,7 +42,8 @@ from abcmini.nn.decoder import DecoderOnly
 from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig
 from abcmini.limits import batch_for
-from abcmini.nn.model import PRESETS, ModelConfig, Transformer
+from abcmini.nn.config import PRESETS, ModelConfig
+from abcmini.nn.model import Transformer
 from abcmini.nn.positions import sinusoidal
 from abcmini.tasks import VOCAB, Pool, extrapolation_operands, format_task, sample_operands
 

@@ -14,7 +14,6 @@ row instead), tests at 60 digits in the pad-64 frame and at 500 in a frame of 50
 import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
 

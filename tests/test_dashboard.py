@@ -8,7 +8,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from abcmini.nn.positions import TODAYS_SCHEMES
+from abcmini.nn.schemes import TODAYS_SCHEMES
 from abcmini.outputs.report import TASK_ORDER, collect
 from cli import app
 

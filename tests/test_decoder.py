@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from abcmini.nn.biases import Window
 from abcmini.nn.decoder import DecoderOnly, build_model, joint_bias
 from abcmini.experiment import RunConfig
-from abcmini.nn.model import PRESETS, ModelConfig
-from abcmini.nn.positions import SCHEMES
+from abcmini.nn.config import PRESETS, ModelConfig
+from abcmini.nn.schemes import SCHEMES
 from abcmini.tasks import exact_length_numbers, format_task
 from cli import app
 from test_model import Fixed, random_bias

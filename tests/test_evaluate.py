@@ -7,8 +7,8 @@ import torch
 from abcmini.nn.biases import Window
 from abcmini.nn.decoder import build_model
 from abcmini.evaluate import exact_match
-from abcmini.nn.model import PRESETS, ModelConfig
-from abcmini.nn.positions import SCHEMES
+from abcmini.nn.config import PRESETS, ModelConfig
+from abcmini.nn.schemes import SCHEMES
 from abcmini.tasks import Example, exact_length_numbers, format_task
 from test_model import Fixed, random_bias
 

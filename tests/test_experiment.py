@@ -8,6 +8,8 @@ import os
 
 import shlex
 
+from dataclasses import fields
+
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -105,6 +107,27 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
     assert experiment.source.lr == 0.002 and experiment.source.steps == PAPER.steps_addition_plain  # shared and own fields
     again = dry_run(*shlex.split(experiment.command)[2:])["experiment"]
     assert again == resolved
+
+
+CELL_OPTIONS = {"task", "method", "seed", "recipe", "window", "period", "growing", "calibration", "out", "source", "resume", "proceed",
+                "overwrite", "threads", "device", "wandb", "wandb_project", "dry_run"}  # what a cell and a run's handling take
+
+
+def test_every_train_option_is_one_schema_field_and_every_field_one_option():
+    """A setting is declared once (``abcmini.config``): the command line has no option of its own
+    for it, no two fields share an option, and every field the command line may set has one."""
+    import typer
+
+    from abcmini.config import EXPERIMENT_FIELDS, OPTIONS, Calibration, RunConfig
+
+    run = {f.name for f in fields(RunConfig) if f.metadata["role"] != "cell"}
+    declared = [*run, *(f.name for f in fields(Calibration)), *EXPERIMENT_FIELDS]
+    assert len(declared) == len(set(declared)) and set(OPTIONS) == set(declared) == set(OVERRIDABLE)
+    options = [param.name for param in typer.main.get_command(app).commands["train"].params]
+    fielded = [option for option, _, _ in OPTIONS.values()]
+    assert len(options) == len(set(options)) and len(fielded) == len(set(fielded))
+    assert set(fielded) <= set(options) and set(options) - set(fielded) == CELL_OPTIONS
+    assert all(OPTIONS[name][2] for name in OPTIONS), "every field the command line sets has its help"
 
 
 @pytest.mark.usefixtures("empty_cwd")

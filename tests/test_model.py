@@ -1,8 +1,10 @@
 import pytest
 import torch
 
-from abcmini.nn.model import PRESETS, ModelConfig, Transformer, causal_bias
-from abcmini.nn.positions import SCHEMES, alibi_bias, alibi_slopes, cyclic_positions
+from abcmini.nn.config import PRESETS, ModelConfig
+from abcmini.nn.model import Transformer, causal_bias
+from abcmini.nn.schemes import SCHEMES
+from abcmini.nn.positions import alibi_bias, alibi_slopes, cyclic_positions
 from abcmini.tasks import SOS, exact_length_numbers, format_task
 
 

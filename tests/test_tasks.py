@@ -3,11 +3,11 @@ import random
 import pytest
 import torch
 
+from abcmini.names import TASKS, is_binary
 from abcmini.tasks import (
     EOS,
     POOL_SIZE,
     SOS,
-    TASKS,
     VOCAB,
     Pool,
     detokenize,
@@ -15,7 +15,6 @@ from abcmini.tasks import (
     extrapolation_operands,
     format_task,
     int_to_digits,
-    is_binary,
     padding_cells,
     parity_bits,
     sample_operands,

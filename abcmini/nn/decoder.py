@@ -20,8 +20,10 @@ from einops import rearrange
 from torch import nn
 
 from abcmini.nn.biases import NEG_INF, Layout
-from abcmini.nn.model import Block, KVCache, ModelConfig, Scaffolded, Transformer, causal_bias, rows
-from abcmini.nn.positions import IN_ATTENTION, joint_positions
+from abcmini.nn.config import ModelConfig
+from abcmini.nn.model import Block, KVCache, Scaffolded, Transformer, causal_bias, rows
+from abcmini.nn.positions import joint_positions
+from abcmini.nn.schemes import IN_ATTENTION
 
 
 def joint_bias(self_bias, cross_bias, n_src: int, n_q: int, device=None) -> torch.Tensor:

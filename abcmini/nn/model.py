@@ -11,7 +11,6 @@
 """
 
 import functools
-from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
@@ -19,54 +18,11 @@ from einops import rearrange
 from torch import nn
 
 from abcmini.nn.biases import Layout, per_layer, segments_of
-from abcmini.nn.positions import IN_ATTENTION, attention_terms, check_scheme, cyclic_positions, input_positions, sinusoidal
+from abcmini.nn.config import ModelConfig
+from abcmini.nn.schemes import IN_ATTENTION
+from abcmini.nn.positions import attention_terms, cyclic_positions, input_positions, sinusoidal
 from abcmini.nn.size_cache import cached
 from abcmini.nn.token_positions import TOKEN_SCHEMES, TokenPositions
-
-
-ARCHS = ("encoder-decoder", "decoder")  # the paper's encoder-decoder; a GPT-style decoder-only model (abcmini.nn.decoder)
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    arch: str = "encoder-decoder"
-    enc_layers: int = 1
-    dec_layers: int = 6
-    heads: int = 8
-    d_model: int = 128
-    d_ff: int = 512
-    dropout: float = 0.3
-    scheme: str = "vanilla"  # positional scheme, see positions.SCHEMES
-    period: int = 0  # Cyclic Position Indexing period T (0: off)
-    cpi_from: str = "start"  # CPI on the input counted from its first token (the paper) or from its "end", the least significant digit
-    cpi_unit: str = "token"  # CPI counts input tokens, or operand "pair"s of an interleaved input (from its end)
-    max_distance: int = 16  # clipping distance of the relative PE
-    pe_scale: float = 1.0  # amplitude of the sinusoidal encoding (vanilla) next to N(0, 1) token embeddings
-    vocab_size: int = 15  # tokens; abcmini's vocabulary is "0123456789+*$&@" (abcmini.tasks.VOCAB)
-    sos: int = 12  # the token that starts every output (greedy decoding)
-    digit_tokens: int = 10  # token ids below this are digits: an anchored bias finds the input's segments by them
-
-    def __post_init__(self):
-        check_scheme(self.scheme)
-        if self.arch not in ARCHS:
-            raise ValueError(f"arch is one of {', '.join(ARCHS)}, not {self.arch!r}")
-        if self.cpi_from not in ("start", "end"):
-            raise ValueError(f"cpi_from is start or end, not {self.cpi_from!r}")
-        if self.cpi_unit not in ("token", "pair") or (self.cpi_unit == "pair" and (self.cpi_from != "end" or self.arch != "encoder-decoder")):
-            raise ValueError(f"cpi_unit is token, or pair from the end of an encoder-decoder's input, not {self.cpi_unit!r}")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-PRESETS = {
-    # the paper's model (§3.4)
-    "paper": dict(enc_layers=1, dec_layers=6, heads=8, d_model=128, d_ff=512, dropout=0.3),
-    # the CPU recipe's model, chosen by measurement (README, "Choosing the CPU preset")
-    "cpu": dict(enc_layers=1, dec_layers=2, heads=4, d_model=64, d_ff=256, dropout=0.0),
-    # for tests and smoke runs
-    "tiny": dict(enc_layers=1, dec_layers=1, heads=2, d_model=32, d_ff=64, dropout=0.0),
-}
 
 
 def causal_bias(n_q: int, n_k: int, offset: int = 0, device=None) -> torch.Tensor:

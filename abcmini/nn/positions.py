@@ -15,7 +15,7 @@ from torch import nn
 
 from abcmini.nn import InputError
 from abcmini.nn.fire import FIRE
-from abcmini.nn.schemes import IN_ATTENTION, SCHEMES, TODAYS_SCHEMES  # noqa: F401 (re-exported)
+from abcmini.nn.schemes import SCHEMES
 
 
 def check_scheme(scheme: str) -> None:

@@ -24,7 +24,7 @@ from plotly.subplots import make_subplots
 from abcmini.nn.biases import Window, scaffold_from_state, stacked
 from abcmini.nn.calibrate import average_attention
 from abcmini.outputs.paper import paper_accuracy
-from abcmini.nn.positions import TODAYS_SCHEMES
+from abcmini.nn.schemes import TODAYS_SCHEMES
 from abcmini.outputs.report import (ABS_ROWS, LONG_LENGTH, MAIN_LENGTHS, MAIN_ROWS, METHODS_NOTE, PUBLISHED_COLUMNS, PUBLISHED_NOTE, TASK_ORDER,
                             cell, collect, describe_protocol, family, methods_beside, methods_rows, model_name, pool, protocol,
                             published_rows, summarize)

@@ -13,7 +13,7 @@ from collections import Counter
 
 from abcmini.outputs.figures import accuracy_curves, close, save
 from abcmini.outputs.paper import paper_accuracy
-from abcmini.nn.positions import TODAYS_SCHEMES
+from abcmini.nn.schemes import TODAYS_SCHEMES
 from abcmini.outputs.published import ANCHORS
 from abcmini.tasks import POOL_DIGITS
 from abcmini.store import EVAL_FILE, OTHER_TESTS, RECORD_SCHEMA, StoreError, atomic_write, check_fields, load_json

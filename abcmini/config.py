@@ -1,0 +1,292 @@
+"""The one configuration schema: every field a run, ABC's calibration, a recipe and a cell's
+test have, each declared once with its type, default, checks and help (and a recipe's reason
+for its value). ``abcmini.recipes`` names recipes over it, ``abcmini.experiment`` resolves a cell
+to it, and the command line builds its options from it (``OPTIONS``), before torch is imported.
+"""
+
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+
+from abcmini.names import ConfigError, check_task, is_binary, method_label
+from abcmini.nn.config import ARCHS, PRESETS, ModelConfig
+from abcmini.nn.rules import RULES
+
+POOL_DIGITS = len(str(2**20))  # L_int: the longest operand in the pool has 7 digits
+
+
+TEST_FRAMES = ("fixed", "follows")
+
+
+def check_test_frame(value: str) -> None:
+    if value not in TEST_FRAMES:
+        raise ConfigError(f"--test-frame is fixed or follows, not {value!r}")
+
+
+def check_window_unit(value: str) -> None:
+    if value not in ("column", "pair"):
+        raise ConfigError(f"--window-unit is column or pair, not {value!r}")
+
+
+def why(default, reason: str, help: str = ""):
+    """A recipe field: its value and the one-line reason for it (and, where the command line
+    sets it, its help)."""
+    return field(default=default, metadata={"why": reason, "help": help})
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """ABC's calibration settings: one procedure for every recipe and task (paper §4, Algorithm 1,
+    with the rules docs/recipe.md explains; their fixed parts live in ``abcmini.nn.calibrate``)."""
+
+    kappa_self: float = why(0.87, "the paper's dropoff factor for self-attention", 'ABC: self-attention dropoff factor.')
+    kappa_cross: float = why(2.5, "a pad-10 frame has few cross lines; none stands the paper's 4.5 sigma out", 'ABC: cross-attention dropoff factor: keep d_l > μ + κσ.')
+    min_support: float = why(0.5, "extend only lines crossing half of the trusted rows, and the last one", 'ABC: extend only lines crossing this fraction of the trusted rows (rule support).')
+    samples: int = why(1000, "training inputs decoded to average the attention over", 'ABC: training inputs decoded to average the attention over.')
+    seed: int = why(0, "seed of that subset of training inputs", 'ABC: seed of that subset of training inputs.')
+    min_accuracy: float = why(0.99, "refuse a source below this validation exact match: it has not interpolated", 'ABC: refuse a source below this validation exact match.')
+    rules: str = why("all", "every rule beyond Algorithm 1 (abcmini recipe RECIPE lists them); none: the paper as written", 'ABC: the rules beyond Algorithm 1: all | none | names | all,-band (abcmini recipe lists them).')
+
+    def __post_init__(self):
+        for name in ("kappa_self", "kappa_cross", "min_support", "min_accuracy"):
+            if not math.isfinite(getattr(self, name)):
+                raise ConfigError(f"{name} must be a finite number, got {getattr(self, name)}")
+        if not 0 <= self.min_support <= 1:
+            raise ConfigError(f"min_support must lie in [0, 1], got {self.min_support}")
+        if self.samples < 1:
+            raise ConfigError(f"--samples must be at least 1, got {self.samples}")
+        self.rule_names()
+
+    def rule_names(self) -> tuple[str, ...]:
+        return rule_names(self.rules)
+
+
+def rule_names(spec: str) -> tuple[str, ...]:
+    """Calibration rules spelled out: ``all``, ``none``, names, or ``all,-band`` (all but band), in ``RULES``' order."""
+    chosen = set()
+    for word in filter(None, (w.strip() for w in spec.split(","))):
+        name = word.removeprefix("-")
+        if word in ("all", "none"):
+            chosen = set(RULES) if word == "all" else set()
+        elif name not in RULES:
+            raise ConfigError(f"unknown calibration rule {name!r}; rules are all, none or {', '.join(RULES)}")
+        elif word.startswith("-"):
+            chosen.discard(name)
+        else:
+            chosen.add(name)
+    return tuple(name for name in RULES if name in chosen)
+
+
+PAPER_CALIBRATION = {"rules": "none", "kappa_cross": 4.5}  # --calibration paper: Algorithm 1 with the paper's κ
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How every cell of the paper's tables is trained on 2 CPU cores."""
+
+    name: str = why("paper", "what produced the README's tables")
+    pad_width: int = why(12, "a pad-12 frame: steps 5x cheaper than the paper's 64 (docs/paper-gaps.md)")
+    lengths: tuple = why((6, 10, 15, 20, 60), "the paper's test lengths")
+    test_seed: int = why(0, "every method is tested on the same numbers")
+    test_frame: str = why("follows", "each length in a frame of the length plus the training numbers' leading zeros")
+    arch: str = why("encoder-decoder", "the paper's model; decoder: GPT-style, prompt and answer in one causal sequence")
+    preset: str = why("cpu", "2 decoder layers, 4 heads, d 64: converges in minutes on a CPU")
+    enc_layers: int = why(0, "the authors' identity encoder: cross-attention reads the embedded input")
+    enc_layers_in_attention: int = why(1, "RoPE, ALiBi, relative act inside self-attention, so their input needs an encoder")
+    lr: float = why(1e-3, "Adam with warmup and cosine decay, for minutes instead of the paper's days at 1e-5")
+    warmup: int = why(100, "linear warmup steps")
+    batch_size: int = why(128, "examples per optimizer step")
+    eval_every: int = why(250, "validate and checkpoint every this many steps")
+    valid_size: int = why(1000, "validation examples from the held-out eighth of the pool")
+    stop_at: float = why(0.999, "scaffolded runs (ABS, ABC retraining) stop at 99.9% validation")
+    stop_at_plain: float = why(0.995, "unscaffolded runs stop at interpolation, enough for ABC's 99%")
+    train_on: float = why(1.5, "ABS windows train on to 1.5x the step that reached stop_at: long carries need it")
+    abc_train_on: float = why(3.0, "ABC retraining trains on to 3x the step that reached stop_at: rarer long carry errors")
+    abc_pad_width: int = why(10, "ABC's source trains at pad 10, its retraining from there: 4 trailing zeros, as 60 digits at pad 64")
+    abc_frame_spread: int = why(10, "ABC retrains in frames of 10 to 20 digits: every test frame's margins were seen")
+    abc_valid_size: int = why(500, "…and validates on 500 numbers: one ABC training serves every recipe's protocol")
+    steps: int = why(4000, "step cap of runs expected to interpolate")
+    steps_addition_plain: int = why(20000, "Vanilla and RoPE Addition sit on a loss plateau for thousands of steps")
+    steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
+    steps_parity_plain: int = why(4000, "Parity without a window: in a pad-12 frame Vanilla interpolates by step 750")
+    steps_nx1_window: int | None = why(None, "N×1 with an ABS window (and today's methods): its own step cap (none: steps)")
+    steps_nx1_abc: int = why(12000, "ABC on N×1 reaches 99.9% late in frames of 10–20; a 4,000 cap cut its 3x short")
+    scaffold_pe_scale: float = why(1 / 16, "+w=W: the uncycled sinusoidal encoding at 1/16 amplitude beside the window")
+    cpi_from: str = why("end", "CPI counted from the least significant digit keeps each digit's phase in any frame")
+    window_unit: str = why("pair", "on Addition and N×1 the ABS window and CPI count operand pairs (docs/paper-gaps.md)")
+    calibration: Calibration = why(Calibration(), "ABC's calibration settings")
+    changes: tuple = why((), "the reasons for the values that differ from the recipe this one is based on")
+
+    def __post_init__(self):
+        check_test_frame(self.test_frame)
+        check_window_unit(self.window_unit)
+        if self.arch not in ("encoder-decoder", "decoder"):
+            raise ConfigError(f"arch is encoder-decoder or decoder, not {self.arch!r}")
+
+    def derive(self, **changes) -> "Recipe":
+        """A recipe based on this one: each change is ``field=(value, reason)``; calibration
+        fields are spelled ``calibration_FIELD``."""
+        values, calibration, reasons = {}, {}, dict(self.changes)
+        for name, (value, reason) in changes.items():
+            if name.startswith("calibration_"):
+                calibration[name.removeprefix("calibration_")] = value
+                reasons[f"calibration.{name.removeprefix('calibration_')}"] = reason
+            else:
+                values[name] = value
+                reasons[name] = reason
+        return replace(self, **values, calibration=replace(self.calibration, **calibration), changes=tuple(reasons.items()))
+
+    def reasons(self) -> list[tuple[str, object, str]]:
+        """``(field, value, reason)`` for every value, calibration's as ``calibration.FIELD``."""
+        rows = []
+        for f in fields(self):
+            if f.name == "calibration":
+                rows += [(f"calibration.{c.name}", getattr(self.calibration, c.name), c.metadata["why"]) for c in fields(Calibration)]
+                on = self.calibration.rule_names()
+                rows += [(f"calibration rule {name}", "on" if name in on else "off", reason) for name, reason in RULES.items()]
+            elif f.name != "changes":
+                rows.append((f.name, getattr(self, f.name), f.metadata["why"]))
+        changed = dict(self.changes)
+        return [(name, value, changed.get(name, reason)) for name, value, reason in rows]
+
+
+_PAPER = Recipe()  # a run's defaults are the paper recipe's
+
+
+def setting(default, role: str, help: str = ""):
+    """A run configuration field, where its value comes from: ``cell`` (the task, method and
+    seed), ``run`` (the recipe, overridable for the cell's own run) or ``shared`` (the recipe,
+    overridable, and ABC's source takes it too); and, if overridable, its command-line help."""
+    return field(default=default, metadata={"role": role, "help": help})
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one training run depends on; a checkpoint carries it. Defaults are the ``paper``
+    recipe's."""
+
+    task: str = setting("successor", "cell")
+    arch: str = setting(_PAPER.arch, "shared", "encoder-decoder (the paper's) | decoder (GPT-style: prompt and answer in one causal sequence).")
+    scheme: str = setting("vanilla", "cell")
+    period: int = setting(0, "cell")  # CPI period T (0: off)
+    cpi_from: str = setting("start", "run", 'CPI: count input positions from the first token (start) or the last digit (end).')
+    window: int | None = setting(None, "cell")  # ABS window w (None: no window)
+    window_unit: str = setting("column", "run", "ABS on Addition and N×1: the window's w counts input columns (column) or operand pairs (pair).")
+    bias_file: str | None = setting(None, "run", 'Train with a bias file from abcmini calibrate.')
+    preset: str = setting(_PAPER.preset, "shared", 'Model size: paper | cpu | tiny.')
+    enc_layers: int | None = setting(None, "run", 'Encoder depth (0: cross-attention reads the embedded input).')
+    pe_scale: float = setting(1.0, "run", 'Amplitude of the sinusoidal encoding.')
+    pad_width: int | None = setting(_PAPER.pad_width, "shared", 'The fixed frame: operands padded to this many digits.')
+    frame_spread: int = setting(0, "run", 'Train each batch in a frame of --pad-width plus 0 … this many digits.')
+    varied: bool = setting(False, "cell")  # each training batch one length of 1…7 digits in a frame of that length; tests in a frame of theirs
+    seed: int = setting(0, "cell")
+    data_seed: int = setting(0, "shared", 'Seed of the number pool and its train/validation split.')
+    steps: int = setting(_PAPER.steps, "run", 'Step cap.')
+    batch_size: int = setting(_PAPER.batch_size, "shared", 'Examples per optimizer step.')
+    lr: float = setting(_PAPER.lr, "shared", 'Peak learning rate (warmup, cosine decay).')
+    warmup: int = setting(_PAPER.warmup, "shared", 'Warmup steps.')
+    stop_at: float | None = setting(None, "run", 'Stop once validation exact match reaches this.')
+    train_on: float = setting(1.0, "run", '…then train on to this multiple of that step.')
+    eval_every: int = setting(_PAPER.eval_every, "shared", 'Validate and checkpoint every this many steps.')
+    valid_size: int = setting(_PAPER.valid_size, "shared", 'Validation examples.')
+
+    def __post_init__(self):
+        check_task(self.task)
+        if self.preset not in PRESETS:
+            raise ConfigError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+        if self.window is not None and self.bias_file is not None:
+            raise ConfigError("--bias (ABC) and --window (ABS) are alternatives; pass one")
+        checks = [("window", self.window is None or self.window >= 0, "at least 0"), ("period", self.period >= 0, "at least 0 (0 turns CPI off)"),
+                  ("steps", self.steps >= 1, "at least 1"), ("frame-spread", self.frame_spread >= 0, "at least 0"), ("batch-size", self.batch_size >= 1, "at least 1"),
+                  ("eval-every", self.eval_every >= 1, "at least 1"), ("valid-size", self.valid_size >= 1, "at least 1"),
+                  ("warmup", self.warmup >= 0, "at least 0"), ("enc-layers", self.enc_layers is None or self.enc_layers >= 0, "at least 0"),
+                  ("lr", math.isfinite(self.lr) and self.lr > 0, "a positive number"),
+                  ("pe-scale", math.isfinite(self.pe_scale) and self.pe_scale >= 0, "a number ≥ 0"),
+                  ("stop-at", self.stop_at is None or 0 <= self.stop_at <= 1, "in [0, 1]"),
+                  ("train-on", math.isfinite(self.train_on) and self.train_on >= 1, "at least 1 (a multiple of the step that reached --stop-at)")]
+        for option, ok, rule in checks:
+            if not ok:
+                raise ConfigError(f"--{option} must be {rule}, got {getattr(self, option.replace('-', '_'))}")
+        check_window_unit(self.window_unit)
+        if self.window_unit == "pair" and not self.aligned:
+            raise ConfigError("--window-unit pair counts the window in operand pairs; it needs a window on Addition or N×1")
+        if self.window_unit == "pair" and self.period and (self.cpi_from != "end" or self.arch != "encoder-decoder"):
+            raise ConfigError("CPI in operand pairs (--window-unit pair with +T) counts from the input's end (--cpi-from end) in the encoder-decoder")
+        if self.cpi_from not in ("start", "end"):
+            raise ConfigError(f"--cpi-from is start or end, not {self.cpi_from!r}")
+        if self.arch not in ARCHS:
+            raise ConfigError(f"--arch is one of {', '.join(ARCHS)}, not {self.arch!r}")
+        if self.arch == "decoder" and self.enc_layers:
+            raise ConfigError("a decoder-only model (--arch decoder) has no encoder; drop --enc-layers")
+        if self.varied and (self.frame_spread or self.bias_file is not None):
+            raise ConfigError("+varied trains every batch in a frame of its numbers' length; it takes no --frame-spread and no ABC bias")
+        if self.frame_spread and self.pad_width is None:
+            raise ConfigError("--frame-spread widens a fixed frame; the growing geometry has none")
+        if self.pad_width is not None and self.pad_width < POOL_DIGITS:
+            raise ConfigError(f"pad width must be at least {POOL_DIGITS} (the training numbers have up to {POOL_DIGITS} digits)")
+        self.model_config()  # validates the positional scheme
+
+    @property
+    def train_pad_width(self) -> int:
+        return self.pad_width if self.pad_width is not None else POOL_DIGITS
+
+    @property
+    def aligned(self) -> bool:
+        """ABS input alignment: binary tasks with a window see interleaved operands."""
+        return self.window is not None and is_binary(self.task)
+
+    @property
+    def label(self) -> str:
+        return method_label(self.scheme, self.window, self.period, self.varied, biased=self.bias_file is not None)
+
+    def model_config(self) -> ModelConfig:
+        """The preset's model; a decoder-only one has two causal layers per decoder layer, as many
+        attention sublayers as the encoder-decoder's decoder (docs/decoder-only.md)."""
+        decoder_only = {"enc_layers": 0, "dec_layers": 2 * PRESETS[self.preset]["dec_layers"]}
+        depth = decoder_only if self.arch == "decoder" else {} if self.enc_layers is None else {"enc_layers": self.enc_layers}
+        return ModelConfig(**{**PRESETS[self.preset], **depth, "arch": self.arch, "scheme": self.scheme, "period": self.period, "pe_scale": self.pe_scale,
+                              "cpi_from": self.cpi_from, "cpi_unit": "pair" if self.window_unit == "pair" and self.period else "token"})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def from_fields(cls, data: dict, what: str):
+    """``cls(**data)``, or one line saying ``data`` is not a ``what`` of this version."""
+    unknown = sorted(str(k) for k in set(data) - {f.name for f in fields(cls)})
+    if unknown:
+        raise ConfigError(f"{what} has unknown field {unknown[0]!r}; it comes from another version or program")
+    try:
+        return cls(**data)
+    except (TypeError, ValueError, KeyError) as error:  # a missing field, or a value of the wrong kind
+        raise ConfigError(f"{what} does not hold this version's fields ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
+
+
+RUN_FIELDS = tuple(f.name for f in fields(RunConfig) if f.metadata["role"] != "cell")  # a recipe's, overridable
+SHARED_FIELDS = tuple(f.name for f in fields(RunConfig) if f.metadata["role"] == "shared")  # ABC's source and retraining
+CALIBRATION_FIELDS = tuple(f.name for f in fields(Calibration))
+EXPERIMENT_FIELDS = {  # a cell's fields beyond its run and calibration: (type, help)
+    "abc_pad_width": (int, "ABC: the frame its source trains in, and its retraining from there (tested in --pad-width's)."),
+    "lengths": (tuple, "Test lengths after training, comma-separated."),
+    "test_frame": (str, "fixed: test in the training frame; follows: grow it with the length."),
+    "test_seed": (int, "Seed of the test numbers."),
+}
+TEST_FIELDS = ("lengths", "test_seed", "test_frame")
+OVERRIDABLE = RUN_FIELDS + CALIBRATION_FIELDS + tuple(EXPERIMENT_FIELDS)  # each one an option of ``abcmini train``
+
+
+def option_name(field: str) -> str:
+    """The ``abcmini train`` parameter that overrides ``field`` (``--bias FILE``, ``--calibration-seed``)."""
+    return {"bias_file": "bias", "seed": "calibration_seed"}.get(field, field)
+
+
+def _kind(annotation) -> type:
+    """A field's type as one command-line value: ``int | None`` is ``int``, a list is a comma-separated ``str``."""
+    kind = {"int | None": int, "float | None": float, "str | None": str}.get(str(annotation), annotation)
+    return str if kind is tuple else kind
+
+
+OPTIONS = {  # field → (command-line option name, type, help): ``abcmini train`` has one option per entry
+    **{f.name: (option_name(f.name), _kind(f.type), f.metadata["help"]) for f in fields(RunConfig) if f.metadata["role"] != "cell"},
+    **{f.name: (option_name(f.name), _kind(f.type), f.metadata["help"]) for f in fields(Calibration)},
+    **{name: (name, _kind(kind), help) for name, (kind, help) in EXPERIMENT_FIELDS.items()},
+}
