@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from abcmini.nn.biases import line_ids
-from abcmini.nn.calibrate import calibrate, dropoff, line_average, marker_columns
+from abcmini.nn.calibrate import calibrate, dropoff, line_average, marker_columns, procedure
+from abcmini.nn.rules import RULES
 
 X = float("-inf")
 A = torch.tensor([[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]])  # one head, 2 x 3
@@ -246,3 +247,23 @@ def test_materialized_sizes_agree_on_their_common_cells(delta, right):
     rows_with_open_cells = torch.isfinite(small).sum(-1) > 1  # the no-NaN fallback may differ
     assert torch.equal(small[rows_with_open_cells], common[rows_with_open_cells])
 
+
+
+def test_the_procedure_without_rules_is_algorithm_1_on_the_last_layer():
+    """``procedure(…, rules=())`` is the paper as written: the last decoder layer, directions 1, −1
+    and 0 in both attentions, corner-anchored lines, every line counted, empty heads transparent."""
+    torch.manual_seed(0)
+    self_avg, cross_avg = torch.rand(2, 4, 5, 5).softmax(-1), torch.rand(2, 4, 5, 12).softmax(-1)  # [layers h q k]
+    layout = ((0, 0), (1, 5), (6, 6), (7, 11))  # $, a, +, b
+    src_padding, out_padding = torch.zeros(3, 12, dtype=torch.bool), torch.zeros(3, 5, dtype=torch.bool)
+    args = (self_avg, cross_avg, layout, src_padding, out_padding, 0.87, 4.5, 0.5)
+    paper = procedure(*args, rules=())
+    assert torch.equal(paper.self_attention.values, calibrate(self_avg[-1], 0.87, (1, -1, 0), right=False).values)
+    assert torch.equal(paper.cross_attention.values, calibrate(cross_avg[-1], 4.5, (1, -1, 0)).values)
+    assert paper.cross_attention.transparent_empty and not paper.cross_attention.anchored
+    every = procedure(*args)  # abcmini's procedure: both layers united, lines anchored at the operands
+    assert len(every.cross_attention.deltas) == 2 * 2 * len(layout) and every.cross_attention.anchored
+    for rule in RULES:  # each rule is one switch of the procedure
+        procedure(*args, rules=tuple(r for r in RULES if r != rule))
+    with pytest.raises(ValueError, match="unknown calibration rules"):
+        procedure(*args, rules=("bogus",))

@@ -5,9 +5,7 @@ import ast
 import glob
 import json
 import os
-
 import shlex
-
 from dataclasses import fields
 
 import pytest

@@ -1,6 +1,7 @@
-"""The core (positions, biases, calibrate, model, decoder) is a library: plain PyTorch that imports nothing
-of the run layer, and the example of ABC in another model (docs/library.md) runs as it stands there."""
+"""The library (``abcmini.nn``: positions, biases, calibrate, model, decoder, …) is plain PyTorch that
+imports nothing of the run layer, and the example of ABC in another model (docs/library.md) runs as it stands there."""
 
+import glob
 import os
 import subprocess
 import sys
@@ -9,10 +10,9 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CORE = ("abcmini.nn.positions", "abcmini.nn.biases", "abcmini.nn.calibrate", "abcmini.nn.model", "abcmini.nn.decoder", "abcmini.nn.randomized",
-        "abcmini.nn.fire", "abcmini.nn.abacus", "abcmini.nn.coupling", "abcmini.nn.token_positions", "abcmini.nn.size_cache")
-RUN_LAYER = ("wandb", "typer", "matplotlib", "plotly", "abcmini.tasks", "abcmini.recipes", "abcmini.store", "abcmini.train",
-             "abcmini.pipeline", "abcmini.experiment")
+CORE = tuple(sorted("abcmini.nn." + os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "abcmini", "nn", "[!_]*.py"))))
+RUN_LAYER = ("wandb", "typer", "matplotlib", "plotly", "yaml", "abcmini.errors", "abcmini.names", "abcmini.config", "abcmini.tasks",
+             "abcmini.recipes", "abcmini.store", "abcmini.train", "abcmini.pipeline", "abcmini.experiment", "abcmini.outputs")
 
 
 @pytest.mark.parametrize("module", CORE)

@@ -1,0 +1,37 @@
+"""Lines of code by layer at a commit: ``python scripts/lines.py [COMMIT]`` (default HEAD).
+
+The library is ``abcmini/nn/`` (before it was a folder: the modules the library test named),
+the harness every other module of ``abcmini/``, then ``cli.py`` and ``tests/``; every line of
+each ``.py`` file counts, as ``wc -l`` counts it.
+"""
+
+import subprocess
+import sys
+
+CORE = {"positions", "biases", "calibrate", "model", "decoder", "fire", "abacus", "coupling", "randomized", "token_positions",
+        "size_cache", "rules", "schemes", "config"}
+
+
+def layer(path: str) -> str | None:
+    if path == "cli.py":
+        return "cli.py"
+    if path.startswith("tests/"):
+        return "tests"
+    if path.startswith("abcmini/nn/") or (path.count("/") == 1 and path.startswith("abcmini/") and path[8:-3] in CORE
+                                          and path != "abcmini/config.py"):
+        return "library"
+    return "harness" if path.startswith("abcmini/") else None
+
+
+def main(commit: str = "HEAD") -> None:
+    paths = subprocess.run(["git", "ls-tree", "-r", "--name-only", commit], capture_output=True, text=True, check=True).stdout.split()
+    totals = {"library": 0, "harness": 0, "cli.py": 0, "tests": 0}
+    for path in paths:
+        if path.endswith(".py") and layer(path):
+            text = subprocess.run(["git", "show", f"{commit}:{path}"], capture_output=True, text=True, check=True).stdout
+            totals[layer(path)] += text.count("\n")
+    print(commit, " ".join(f"{name} {lines}" for name, lines in totals.items()))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
