@@ -18,9 +18,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
-from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer vendors Click (≥ 0.26)
-
 from typer._click.core import ParameterSource
+from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer vendors Click (≥ 0.26)
 from typer.core import TyperGroup
 
 from abcmini.config import CALIBRATION_FIELDS, OPTIONS
@@ -253,7 +252,7 @@ def train(
     window: int = typer.Option(None, help="ABS window w (with a scheme as --method)."),
     period: int = typer.Option(None, help="CPI period T: positions i mod T."),
     growing: bool = typer.Option(False, "--growing", help="Growing geometry: the pad width follows the length."),
-    calibration: str = typer.Option(None, help="ABC: paper = Algorithm 1 as written (--rules none --kappa-cross 4.5); options above override it."),
+    calibration: str = typer.Option(None, help="ABC: paper = Algorithm 1 as written (--rules none --kappa-cross 4.5); --rules and --kappa-* given too win."),
     out: str = typer.Option(None, help="Run directory [default: runs/RECIPE/TASK/NAME]."),
     source: str = typer.Option(None, help="ABC: the Vanilla run to calibrate (trained first if unfinished)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
@@ -385,7 +384,7 @@ def calibrate_command(
     ctx: typer.Context,
     run_dir: str = typer.Argument(..., help="A run that has interpolated (trained without scaffolding)."),
     recipe: str = typer.Option(None, help="Recipe whose calibration settings apply: paper | paper64 | quick | long | decoder | a YAML file [default: the run's, else paper]."),
-    calibration: str = typer.Option(None, help="paper = Algorithm 1 as written (--rules none --kappa-cross 4.5); options above override it."),
+    calibration: str = typer.Option(None, help="paper = Algorithm 1 as written (--rules none --kappa-cross 4.5); --rules and --kappa-* given too win."),
     out: str = typer.Option(None, help="Bias file to write [default: RUN_DIR/abc_bias.pt]; heatmaps go beside it."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing bias file."),
     wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),

@@ -22,7 +22,6 @@ SELF_DIRECTIONS = (1, 0)  # rule "directions": an anti-diagonal of a causal squa
 CROSS_DIRECTIONS = (-1, 0)  # rule "directions": the digit alignments of reversed outputs
 
 
-
 def line_average(attention: torch.Tensor, delta: int, right: bool = True, skip_start: bool = False,
                  segment=None) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Step 2.1: ``d_l = (1/|l|) Σ_{(i,j) ∈ l} Ā_ij`` along every line of direction ``(1, Δ)``.
@@ -103,7 +102,7 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas=PAPER_DIRECTIONS, ri
     every = torch.ones(m, n, dtype=torch.bool, device=attention.device)
     last_row = torch.zeros_like(every)
     last_row[-1] = True
-    tables, kept_tables = [], []
+    firsts, kept_tables = [], []
     for delta in deltas:  # for (1, Δ) ∈ D
         # Step 2.1, averaging across lines (in each segment when lines are anchored at operands)
         parts = [(segment, *line_average(attention, delta, right, skip_start, segment)) for segment in segments]
@@ -124,14 +123,14 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas=PAPER_DIRECTIONS, ri
                 kept = kept.masked_fill(counts(no_vertical.expand(m, -1)) > 0, NEG_INF)
             if band and delta == 1:  # band
                 kept = nearest_band(kept, first)
-            tables.append(first)
+            firsts.append(first)
             kept_tables.append(kept)
     # Step 2.4, finalization: directions merge by element-wise max and a head left with nothing
     # open is transparent (all 0); ``LineBias`` does both when it materializes Ã at any M × N.
     width = max(kept.shape[-1] for kept in kept_tables)
     values = torch.stack([torch.nn.functional.pad(kept, (0, width - kept.shape[-1]), value=NEG_INF) for kept in kept_tables])
     indices = tuple(range(len(segments))) if layout else ()
-    return LineBias(tuple(d for d in deltas for _ in segments), tuple(tables), values, right, transparent_empty, bool(layout),
+    return LineBias(tuple(d for d in deltas for _ in segments), tuple(firsts), values, right, transparent_empty, bool(layout),
                     indices * len(deltas))
 
 
@@ -146,8 +145,8 @@ def marker_columns(layout: Layout, n: int) -> torch.Tensor:
 
 @torch.no_grad()
 def average_attention(model, example, trusted_rows: int, batch_size: int = 500, layers=(-1,)):
-    """``Ā``: decoder layers' attention probabilities (default the last, as in the paper),
-    averaged over ``example``, first ``trusted_rows`` output rows only.
+    """Steps 1–2: ``Ā``, decoder layers' attention probabilities (default the last, as in the
+    paper), averaged over ``example``, first ``trusted_rows`` output rows only.
 
     Each input is decoded greedily; teacher forcing the decoded tokens reproduces the decoding
     attention exactly (same prefixes). Returns ``(self [layers h r r], cross [layers h r s])``.
