@@ -12,11 +12,12 @@ time is kept beside the runs (``Invocation``).
 import json
 import multiprocessing
 import os
+import signal
 import threading
 import time
 import traceback
 from contextlib import ExitStack
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from multiprocessing import connection
 from dataclasses import asdict, dataclass, field, replace
 
 from abcmini.errors import Stopped, UserError
@@ -179,38 +180,44 @@ def next_job(waiting: list[Job], busy: set[Job]) -> Job | None:
 
 
 def run_all(jobs: list[Job], workers: int, on_done=None, tracking: Tracking = Tracking()) -> list[dict]:
-    """Every job on ``workers`` processes, in ``next_job``'s order (ABC after its Vanilla run).
-    The invocation's wall time and finished cells go to ``ROOT/invocations.json`` (``Invocation``),
-    also when it is interrupted: then the workers stop within a second and it re-raises."""
+    """Every job in a worker process of its own, ``workers`` at a time, in ``next_job``'s order
+    (ABC after its Vanilla run). A worker that dies (the OOM killer's SIGKILL) costs its own cell
+    only: the cell is recorded as failed with the signal, the others go on. The invocation's wall
+    time and finished cells go to ``ROOT/invocations.json`` (``Invocation``), also when it is
+    interrupted: then the workers stop within a second and it re-raises."""
     results = []
     start, to_do = time.perf_counter(), {job for job in jobs if not job.done()}
     invocation = Invocation.begin(jobs, workers, len(to_do))
     invocation.save()
-    waiting, running = list(jobs), {}
+    waiting, running = list(jobs), {}  # running: a worker's receiving end → (job, process)
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
     try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=exit_with_parent,
-                                 initargs=(os.getpid(), 1.0, stop)) as pool:
-            try:
-                while waiting or running:
-                    while len(running) < workers and (job := next_job(waiting, {*waiting, *running.values()})):
-                        waiting.remove(job)
-                        running[pool.submit(run_job, job, tracking)] = job
-                    finished, _ = wait(running, timeout=60, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        job = running.pop(future)
-                        result = outcome(job, future)
+        try:
+            while waiting or running:
+                while len(running) < workers and (job := next_job(waiting, {*waiting, *(j for j, _ in running.values())})):
+                    waiting.remove(job)
+                    receive, send = context.Pipe(duplex=False)
+                    process = context.Process(target=work, args=(job, tracking, send, os.getpid(), stop))
+                    process.start()
+                    send.close()  # the worker holds the only sending end: its death reads as end of file
+                    running[receive] = (job, process)
+                ready = set(connection.wait([*running, *(process.sentinel for _, process in running.values())], timeout=60))
+                for receive, (job, process) in list(running.items()):
+                    if receive in ready or process.sentinel in ready:
+                        del running[receive]
+                        result = collect(job, receive, process)
                         results.append(result)
                         invocation.done += job in to_do and "error" not in result
                         if on_done:
                             on_done(job, result)
-                    invocation.seconds = round(time.perf_counter() - start, 1)
-                    invocation.save()  # at least once a minute and after every job: a killed invocation still counts
-            except (KeyboardInterrupt, Stopped):
-                stop.set()  # the workers leave at once; their checkpoints stay
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
+                invocation.seconds = round(time.perf_counter() - start, 1)
+                invocation.save()  # at least once a minute and after every job: a killed invocation still counts
+        except (KeyboardInterrupt, Stopped):
+            stop.set()  # the workers leave at once; their checkpoints stay
+            for _, process in running.values():
+                process.join()
+            raise
         invocation.finished = True
     finally:
         invocation.seconds = round(time.perf_counter() - start, 1)
@@ -218,12 +225,37 @@ def run_all(jobs: list[Job], workers: int, on_done=None, tracking: Tracking = Tr
     return results
 
 
-def outcome(job: Job, future) -> dict:
-    """A finished job's result record, or its error (a bug's with its traceback)."""
+def work(job: Job, tracking: Tracking, send, parent: int, stop) -> None:
+    """A worker process: one cell; its result record, or its error, goes back through ``send``."""
+    exit_with_parent(parent, 1.0, stop)
     try:
-        return future.result()
+        result = run_job(job, tracking)
     except Exception as error:  # noqa: BLE001 — one failed cell must not stop the others
-        result = {"task": job.cell.task, "method": job.cell.method, "seed": job.cell.seed, "error": str(error)}
-        if not isinstance(error, UserError):
-            result["traceback"] = "".join(traceback.format_exception(error))
-        return result
+        result = failure(job, error)
+    send.send(result)
+    send.close()
+
+
+def collect(job: Job, receive, process) -> dict:
+    """A finished worker's result, or, when it died before sending one, the cause."""
+    try:
+        result = receive.recv()
+    except EOFError:
+        process.join()
+        code = process.exitcode
+        cause = f"killed by signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"ended with exit code {code}"
+        result = {"task": job.cell.task, "method": job.cell.method, "seed": job.cell.seed,
+                  "error": f"its worker was {cause} before the cell finished; the cell keeps its last checkpoint and the same command resumes it"}
+    receive.close()
+    process.join()
+    return result
+
+
+def failure(job: Job, error: Exception) -> dict:
+    """A cell's error as its result (a bug's with its traceback)."""
+    result = {"task": job.cell.task, "method": job.cell.method, "seed": job.cell.seed, "error": str(error)}
+    if not isinstance(error, UserError):
+        result["traceback"] = "".join(traceback.format_exception(error))
+    return result
+
+

@@ -15,6 +15,7 @@ from abcmini.reproduce import next_job, plan, read_invocations, run_all, table_c
 from abcmini.outputs.report import collect, costs, markdown, summarize, wall_time
 from cli import app
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
 
 TINY = Recipe(name="tiny", pad_width=7, lengths=(2, 5), preset="tiny", steps=20, steps_alibi=10, eval_every=10, valid_size=20,
@@ -166,18 +167,17 @@ def test_report_checks_its_readme_before_writing_anything(tmp_path):
 
 PARENT = """
 import multiprocessing, os, sys, time
-from concurrent.futures import ProcessPoolExecutor
 from abcmini.reproduce import exit_with_parent
 
-def report_pid(path):
+def report_pid(path, parent):
+    exit_with_parent(parent, 0.1)
     with open(path, "w") as f:
         f.write(str(os.getpid()))
     time.sleep(120)
 
 if __name__ == "__main__":
-    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=exit_with_parent,
-                               initargs=(os.getpid(), 0.1))
-    pool.submit(report_pid, sys.argv[1])
+    worker = multiprocessing.get_context("spawn").Process(target=report_pid, args=(sys.argv[1], os.getpid()))
+    worker.start()
     time.sleep(120)
 """
 
@@ -208,3 +208,48 @@ def test_workers_end_when_the_reproduce_process_is_killed(tmp_path):
         time.sleep(0.1)
     os.kill(worker, signal.SIGKILL)
     raise AssertionError("the worker outlived its parent by 10 s")
+
+
+def workers_of(pid: int) -> list[int]:
+    """The worker processes (spawned Python) a process started, from /proc."""
+    children = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            children += map(int, f.read().split())
+    def command(child):
+        with open(f"/proc/{child}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode()
+    return [child for child in children if "spawn_main" in command(child)]
+
+
+def test_a_killed_worker_costs_its_cell_only_and_the_same_command_finishes_the_rest(tmp_path):
+    """SIGKILL one worker, as the OOM killer does: its cell is recorded as failed with the signal,
+    the other cell finishes, the report of what finished is written, the exit code says not
+    everything did, and the same command trains the killed cell."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text("base: quick\npreset: tiny\npad_width: 7\nlengths: [3]\nsteps: 600\nstop_at: 1.0\nstop_at_plain: 1.0\n"
+                      "valid_size: 20\neval_every: 50\n")
+    command = [sys.executable, "-m", "cli", "reproduce", "--recipe", str(recipe), "--tasks", "successor", "--methods", "vanilla,nope",
+               "--seeds", "0", "--workers", "2", "--no-wandb", "--out", str(tmp_path / "root")]
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cells = [tmp_path / "root" / "successor" / name for name in ("vanilla-s0", "nope-s0")]
+    deadline = time.time() + 120
+    while not all((cell / "checkpoint.pt").exists() for cell in cells) and time.time() < deadline:
+        time.sleep(0.2)  # both cells have trained a little
+    (victim, *_) = workers_of(first.pid)
+    os.kill(victim, signal.SIGKILL)
+    out, err = first.communicate(timeout=600)
+    assert first.returncode == 1 and "Traceback" not in err, out + err
+    killed = [line for line in err.splitlines() if "killed by signal 9 (SIGKILL)" in line]
+    assert len(killed) == 1 and "same command resumes it" in killed[0], err
+    finished = [cell for cell in cells if (cell / "eval.json").exists()]
+    assert len(finished) == 1 and (tmp_path / "root" / "report.md").exists(), out + err
+    again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert all((cell / "eval.json").exists() for cell in cells)
