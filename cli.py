@@ -521,10 +521,10 @@ def reproduce_command(
         for method in methods.split(","):
             canonical_method(method)
         load_recipe(recipe)
-    from abcmini.outputs.dashboard import write_dashboard
     from abcmini.limits import check_memory, check_writable
+    from abcmini.outputs.dashboard import check_dashboard_target, write_dashboard
+    from abcmini.outputs.report import check_report_target, write_report
     from abcmini.pipeline import Tracking
-    from abcmini.outputs.report import write_report
     from abcmini.reproduce import plan, read_invocations, run_all, table_cells
 
     with user_errors():
@@ -537,6 +537,8 @@ def reproduce_command(
         if not dry_run:
             check_writable(out)
             read_invocations(out)  # a ledger of the wrong shape is refused before any work
+            check_report_target(os.path.join(out, "report.md"), sorted({job.cell.task for job in jobs}))  # …and a user's file there
+            check_dashboard_target(os.path.join(out, "dashboard.html"))
     if dry_run:
         console.print_json(data=[{"out": job.run_dir, "source": job.source_dir, "experiment": job.experiment.to_dict()} for job in jobs])
         return

@@ -103,6 +103,8 @@ def load_torch(path: str, what: str, error=StoreError) -> dict:
 
 
 def load_json(path: str, what: str) -> dict:
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO or a device would block the read
+        raise StoreError(f"{what} {path!r} is not a regular file")
     try:
         with open(path) as f:
             data = json.load(f)

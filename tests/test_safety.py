@@ -325,3 +325,33 @@ def test_report_and_dashboard_name_a_checkpoint_of_the_wrong_shape(broken_checkp
     for command in (("report", run.parent, "--out", tmp_path / "rep" / "report.md"), ("dashboard", run.parent, "--out", tmp_path / "d.html")):
         result = invoke(*command)
         assert "Traceback" not in result.output and result.exit_code in (0, 2), result.output
+
+
+def test_a_results_root_with_links_back_up_counts_each_record_once_and_ends(tmp_path):
+    """Two symlinks to ``.`` made the walk branch forever; a FIFO named like a record made it wait."""
+    import shutil
+    import time
+
+    from abcmini.outputs.report import collect
+
+    root = tmp_path / "root"
+    shutil.copytree(os.path.join(ROOT, "results", "long", "successor"), root / "successor")
+    (root / "self").symlink_to(".")
+    (root / "again").symlink_to(".")
+    (root / "successor" / "up").symlink_to("..")
+    started = time.perf_counter()
+    records = [r for r in collect(str(root)) if "(" not in r["run"]]
+    assert len(records) == len(list((root / "successor").glob("*/eval.json"))) and time.perf_counter() - started < 10
+    fifo = root / "successor" / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "eval.json")
+    one_line(invoke("report", root, "--out", tmp_path / "r" / "report.md"), "is not a regular file")
+
+
+@pytest.mark.parametrize("name", ["report.md", "dashboard.html", "accuracy_successor.png"])
+def test_reproduce_refuses_a_users_file_in_its_root_before_training(tmp_path, name):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / name).write_text("mine\n")
+    one_line(invoke("reproduce", "--quick", "--no-wandb", "--out", root), "was not written by abcmini")
+    assert sorted(p.name for p in root.iterdir()) == [name] and (root / name).read_text() == "mine\n"

@@ -345,8 +345,8 @@ def build(roots) -> str:
 HEAD = "<!DOCTYPE html><html><head><meta charset='utf-8'><title>abcmini dashboard</title>"  # how a page of ours begins
 
 
-def write_dashboard(roots, out: str) -> str:
-    """Build the dashboard of ``roots`` (a directory or several) and write it (atomically) to ``out``."""
+def check_dashboard_target(out: str) -> None:
+    """Refuse, in one line, to write the dashboard at ``out`` over a file abcmini did not write."""
     if os.path.isdir(out):
         raise StoreError(f"--out {out!r} is a directory; name the HTML file to write")
     if os.path.lexists(out):
@@ -357,6 +357,11 @@ def write_dashboard(roots, out: str) -> str:
             ours = False
         if not ours:
             raise StoreError(f"{out!r} was not written by abcmini dashboard; refusing to replace it (choose another --out)")
+
+
+def write_dashboard(roots, out: str) -> str:
+    """Build the dashboard of ``roots`` (a directory or several) and write it (atomically) to ``out``."""
+    check_dashboard_target(out)
     text = build(roots)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     atomic_write(out, lambda f: f.write(text.encode()))

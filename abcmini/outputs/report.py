@@ -5,7 +5,6 @@ A cell pools the runs of one protocol (recipe, preset, pad width), one per seed,
 ``median [min–max]`` over them; the runs left out are listed with the reason.
 """
 
-import glob
 import os
 import re
 import statistics
@@ -30,7 +29,7 @@ def collect(runs_dir: str) -> list[dict]:
     """Every result record (``eval.json``) below ``runs_dir``, with its run directory in ``run``;
     a record's tests in another frame or test seed (``other_tests``) as records of their own."""
     found = []
-    for path in sorted(glob.glob(os.path.join(runs_dir, "**", EVAL_FILE), recursive=True)):
+    for path in record_paths(runs_dir):
         record = check_fields(path, "result record", load_json(path, "result record"), RECORD_SCHEMA)
         missing = [key for key in RECORD_FIELDS if key not in record]
         if missing:
@@ -39,6 +38,17 @@ def collect(runs_dir: str) -> list[dict]:
         found.append({**{k: v for k, v in record.items() if k != OTHER_TESTS}, "run": run})
         found += [{**found[-1], **test, "run": f"{run} ({key})"} for key, test in (record.get(OTHER_TESTS) or {}).items()]
     return found
+
+
+def record_paths(runs_dir: str) -> list[str]:
+    """Every ``eval.json`` below ``runs_dir``, walked without entering symlinked folders (a link
+    back up would loop) and each file once, however many links lead to it."""
+    paths = {}
+    for folder, _, files in os.walk(runs_dir):
+        if EVAL_FILE in files:
+            path = os.path.join(folder, EVAL_FILE)
+            paths.setdefault(os.path.realpath(path), path)
+    return sorted(paths.values())
 
 
 def protocol(record: dict) -> tuple:
@@ -374,9 +384,9 @@ def headline(records: list[dict]) -> str:
     return markdown(cells, [n for n in MAIN_LENGTHS if n in available], MAIN_ROWS)
 
 
-def write_report(root: str, out: str, invocations: list[dict] | None = None, beside: str | None = None) -> tuple[str, list[str]]:
-    """``out`` (markdown) and one figure per task beside it, from the records under ``root``
-    (and ``beside``'s, per seed)."""
+def check_report_target(out: str, tasks=()) -> None:
+    """Refuse, in one line, to write a report at ``out`` over a file abcmini did not write: the
+    page, or the figure of one of ``tasks`` beside it (ours if the page we wrote before links it)."""
     if os.path.isdir(out):
         raise StoreError(f"--out {out!r} is a directory; name the markdown file to write")
     previous = ""
@@ -385,15 +395,22 @@ def write_report(root: str, out: str, invocations: list[dict] | None = None, bes
             previous = f.read()
         if previous.split("\n", 1)[0].strip() != MARKER:
             raise StoreError(f"{out!r} was not written by abcmini report; refusing to overwrite it (choose another --out)")
+    for task in tasks:
+        png = os.path.join(os.path.dirname(os.path.abspath(out)), f"accuracy_{task}.png")
+        if os.path.lexists(png) and f"]({os.path.basename(png)})" not in previous:
+            raise StoreError(f"{png!r} was not written by abcmini report; refusing to replace it (move it or choose another --out)")
+
+
+def write_report(root: str, out: str, invocations: list[dict] | None = None, beside: str | None = None) -> tuple[str, list[str]]:
+    """``out`` (markdown) and one figure per task beside it, from the records under ``root``
+    (and ``beside``'s, per seed)."""
+    check_report_target(out)
     records = collect(root)
     if not records:
         raise StoreError(f"no result records ({EVAL_FILE}) under {root!r}")
     kept, _ = pool(records)
+    check_report_target(out, [task for task, _ in summarize(kept)])
     directory = os.path.dirname(os.path.abspath(out))
-    for task, _ in summarize(kept):  # a figure is ours if the report we wrote before links it
-        png = os.path.join(directory, f"accuracy_{task}.png")
-        if os.path.lexists(png) and f"]({os.path.basename(png)})" not in previous:
-            raise StoreError(f"{png!r} was not written by abcmini report; refusing to replace it (move it or choose another --out)")
     os.makedirs(directory, exist_ok=True)
     pngs = figures(summarize(kept), directory)
     others = collect(beside) if beside else None
