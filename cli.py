@@ -287,7 +287,7 @@ def train(
     from abcmini import experiment as ex
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, check_cell_evaluation, run_cell, use_threads
-    from abcmini.store import check_bias_matches, check_run_dir, clear_run, has_run, load_bias, lock_run
+    from abcmini.store import CALIBRATION_FIGURES, check_bias_matches, check_ours, check_run_dir, clear_run, has_run, load_bias, lock_run
 
     with user_errors():
         chosen = load_recipe(recipe)
@@ -309,6 +309,8 @@ def train(
         if experiment.source is not None:
             source_dir = source or (ex.cell_dir(root, experiment.source_experiment()) if out is None else os.path.join(run_dir, "source"))
         exists = check_run_dir(run_dir, resume or (proceed and has_run(run_dir)), overwrite, dry_run)
+        if experiment.calibration is not None and not dry_run:
+            check_ours(run_dir, CALIBRATION_FIGURES)  # ABC writes its heatmaps there
         if bias:
             check_bias_matches(load_bias(bias), task, experiment.run.pad_width, experiment.run.model_config().heads, bias)
             if overwrite and os.path.abspath(os.path.dirname(bias)) == os.path.abspath(run_dir):
@@ -402,7 +404,7 @@ def calibrate_command(
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, calibrate_stage, experiment_of
     from abcmini.recipes import RECIPES, load_recipe
-    from abcmini.store import load_checkpoint, lock_run
+    from abcmini.store import CALIBRATION_FIGURES, check_ours, load_checkpoint, lock_run
 
     with user_errors():
         recorded = experiment_of(run_dir)
@@ -421,6 +423,7 @@ def calibrate_command(
         if os.path.exists(path) and not overwrite:
             raise UserError(f"{path!r} exists (a run may train with it); pass --overwrite to replace it, or another --out")
         check_writable(os.path.dirname(os.path.abspath(path)), "--out")
+        check_ours(os.path.dirname(os.path.abspath(path)), CALIBRATION_FIGURES)  # its heatmaps go beside it
         identity = recorded.identity if recorded else os.path.basename(os.path.normpath(run_dir))
         with lock_run(os.path.dirname(os.path.abspath(path))):
             result = calibrate_stage(run_dir, path, settings, recorded, cfg, ConsoleHooks(),

@@ -208,8 +208,20 @@ def check_run_dir(run_dir: str, resume: bool, overwrite: bool, dry_run: bool = F
     return started
 
 
-LEGACY_FILES = (CHECKPOINT, EXPERIMENT_FILE, EVAL_FILE, "abc_bias.pt", "wandb-id",
-                *(f"abc_{name}.png" for name in ("attention_cross", "attention_self", "bias_cross", "bias_self")))  # a run from before the manifest
+CALIBRATION_FIGURES = tuple(f"abc_{name}.png" for name in ("attention_cross", "attention_self", "bias_cross", "bias_self"))
+LEGACY_FILES = (CHECKPOINT, EXPERIMENT_FILE, EVAL_FILE, "abc_bias.pt", "wandb-id", *CALIBRATION_FIGURES)  # a run from before the manifest
+
+
+def check_ours(directory: str, names, option: str = "--out") -> None:
+    """Refuse, in one line and before any work, to write ``names`` into ``directory`` over files
+    abcmini did not write there (its manifest; a run from before it by name)."""
+    listed = written(directory)
+    if listed is None:
+        listed = LEGACY_FILES if has_start(directory) else ()
+    for name in names:
+        path = os.path.join(directory, name)
+        if os.path.lexists(path) and name not in listed:
+            raise StoreError(f"{path!r} was not written by abcmini; refusing to replace it (move it or choose another {option})")
 
 
 def written(directory: str) -> list[str]:

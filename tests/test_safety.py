@@ -355,3 +355,15 @@ def test_reproduce_refuses_a_users_file_in_its_root_before_training(tmp_path, na
     (root / name).write_text("mine\n")
     one_line(invoke("reproduce", "--quick", "--no-wandb", "--out", root), "was not written by abcmini")
     assert sorted(p.name for p in root.iterdir()) == [name] and (root / name).read_text() == "mine\n"
+
+
+def test_calibrate_and_an_abc_train_refuse_to_take_a_users_heatmap(tmp_path):
+    """A user's ``abc_bias_cross.png`` in the directory its heatmaps go to: one line before any
+    work, the file untouched and never listed as abcmini's."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "abc_bias_cross.png").write_bytes(b"\x89PNG mine")
+    source = os.path.join(ROOT, "results", "sources", "paper64", "successor", "vanilla-s0")
+    one_line(invoke("calibrate", source, "--no-wandb", "--out", mine / "x.pt"), "abc_bias_cross.png' was not written by abcmini")
+    one_line(invoke("train", "--method", "abc", *TINY[:4], "--no-wandb", "--out", mine), "abc_bias_cross.png' was not written by abcmini")
+    assert sorted(p.name for p in mine.iterdir()) == ["abc_bias_cross.png"] and (mine / "abc_bias_cross.png").read_bytes() == b"\x89PNG mine"
