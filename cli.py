@@ -91,7 +91,7 @@ class OneLineErrors(TyperGroup):
                 code = super().main(args, *rest, standalone_mode=False, **kwargs)
         except Stopped as stop:
             errors.print(f"stopped by {stop} (exit code {stop.exit_code}): a run keeps its last checkpoint and its wandb run ended as failed; "
-                         "the same command goes on from there (train: with --resume or --continue)", highlight=False, soft_wrap=True)
+                         "the same command goes on from there (train: with --continue)", highlight=False, soft_wrap=True)
             sys.exit(stop.exit_code)
         except NoArgsIsHelpError as error:
             console.print(error.format_message(), highlight=False)

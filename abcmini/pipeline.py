@@ -22,7 +22,7 @@ from abcmini.outputs.figures import attention_figures, bias_figures, calibration
 from abcmini.limits import batch_for, check_evaluation, check_writable
 from abcmini.config import Calibration, check_test_frame
 from abcmini.store import CHECKPOINT, checkpoint_identity, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
-from abcmini.tasks import POOL_DIGITS, Pool, detokenize, digit_mask, extrapolation_set_size, format_task, padding_cells, sample_operands
+from abcmini.tasks import POOL_DIGITS, Example, Pool, detokenize, digit_mask, extrapolation_set_size, format_task, padding_cells, sample_operands
 from abcmini.outputs.track import ID_FILE, Tracker, artifact_name, run_config, under_agent
 from abcmini.train import Trainer, load_model
 
@@ -159,10 +159,10 @@ class NotInterpolatedError(UserError):
     pass
 
 
-def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
+def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, RunConfig]:
     """ABC steps 1–2 for a trained run: refuse it unless it interpolated, decode
     ``settings.samples`` seeded training inputs, average the decoder layers' attention, run the
-    calibration ``procedure`` with the settings' rules, and save the bias file at ``out``. Returns the saved payload plus the
+    calibration ``procedure`` with the settings' rules. Returns the bias file's payload, the
     ``example`` it was computed on and the run's ``config``."""
     state = load_checkpoint(run_dir)
     cfg, model = load_model(state)
@@ -184,8 +184,7 @@ def calibrate_run(run_dir: str, out: str, settings: Calibration) -> dict:
         "source": os.path.abspath(run_dir), "bias": scaffold.state(),
         "attention": {"self": self_avg, "cross": cross_avg},
     }
-    save_bias(out, payload)
-    return {**payload, "example": example, "config": cfg}
+    return payload, example, cfg
 
 
 def calibrate_stage(source_dir: str, out: str, settings: Calibration, experiment: Experiment | None, cfg: RunConfig, hooks: Hooks,
@@ -196,11 +195,13 @@ def calibrate_stage(source_dir: str, out: str, settings: Calibration, experiment
                      calibration=asdict(settings)) as tracker:
         tracker.use(artifact_name("model", source_identity))
         began = time.perf_counter()
-        result = calibrate_run(source_dir, out, settings)
+        payload, example, config = calibrate_run(source_dir, settings)
+        result = {**payload, "example": example, "config": config}
         seconds = round(time.perf_counter() - began, 2)
         pngs = calibration_figures(os.path.dirname(os.path.abspath(out)), result["config"].task, result["attention"]["self"],
                                    result["attention"]["cross"], scaffold_from_state(result["bias"]), result["example"],
                                    result["calibration"]["layers"])
+        save_bias(out, payload)  # last: a bias file is a finished calibration, so a killed one is redone
         hooks.calibrated(result, seconds)
         tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
         tracker.summary({"calibration/seconds": seconds})

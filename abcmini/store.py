@@ -14,6 +14,7 @@ only to read or write a torch file.
 """
 
 import fcntl
+import glob
 import json
 import os
 import shutil
@@ -56,8 +57,12 @@ UMASK = _umask()
 
 def atomic_write(path: str, write) -> None:
     """``write(file)`` into a new temporary file of a unique name beside ``path`` (``O_EXCL``:
-    never a file or symlink that was there), then rename it over ``path``."""
+    never a file or symlink that was there), then rename it over ``path``; temporary files of
+    this path that a killed write left behind go first."""
     tmp = None
+    directory, name = os.path.dirname(os.path.abspath(path)), os.path.basename(path)
+    for stale in glob.glob(os.path.join(glob.escape(directory), f"{glob.escape(name)}.{'[a-z0-9_]' * 8}.tmp")):
+        os.remove(stale)  # what an earlier write to this path left when it was killed
     try:
         fd, tmp = tempfile.mkstemp(prefix=f"{os.path.basename(path)}.", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
         os.fchmod(fd, 0o666 & ~UMASK)  # the mode an ordinary new file gets, not mkstemp's 0600

@@ -367,3 +367,20 @@ def test_calibrate_and_an_abc_train_refuse_to_take_a_users_heatmap(tmp_path):
     one_line(invoke("calibrate", source, "--no-wandb", "--out", mine / "x.pt"), "abc_bias_cross.png' was not written by abcmini")
     one_line(invoke("train", "--method", "abc", *TINY[:4], "--no-wandb", "--out", mine), "abc_bias_cross.png' was not written by abcmini")
     assert sorted(p.name for p in mine.iterdir()) == ["abc_bias_cross.png"] and (mine / "abc_bias_cross.png").read_bytes() == b"\x89PNG mine"
+
+
+@pytest.mark.integration
+def test_a_report_killed_between_its_figures_and_its_page_is_finished_by_the_same_command(tmp_path):
+    """What a kill leaves: a figure noted in the manifest and written, no page yet, the page's
+    temporary file. The same command finishes, and the temporary file is gone."""
+    from abcmini.store import note_written
+
+    out = tmp_path / "r"
+    out.mkdir()
+    note_written(str(out), "accuracy_successor.png")
+    (out / "accuracy_successor.png").write_bytes(b"\x89PNG half")
+    (out / "report.md.k1ll3d0x.tmp").write_text("half a page")
+    result = invoke("report", os.path.join(ROOT, "results", "long"), "--out", out / "report.md")
+    assert result.exit_code == 0, result.output
+    assert (out / "report.md").exists() and not list(out.glob("*.tmp"))
+    assert (out / "accuracy_successor.png").read_bytes() != b"\x89PNG half"

@@ -15,7 +15,7 @@ from abcmini.outputs.paper import paper_accuracy
 from abcmini.nn.schemes import TODAYS_SCHEMES
 from abcmini.outputs.published import ANCHORS
 from abcmini.tasks import POOL_DIGITS
-from abcmini.store import EVAL_FILE, OTHER_TESTS, RECORD_SCHEMA, StoreError, atomic_write, check_fields, load_json
+from abcmini.store import EVAL_FILE, OTHER_TESTS, RECORD_SCHEMA, StoreError, atomic_write, check_fields, load_json, note_written, written
 
 TASK_ORDER = ("successor", "addition", "nx1", "parity", "parity_class")
 MAIN_ROWS = tuple((t, m) for t in ("successor", "addition", "nx1") for m in ("vanilla", "alibi", "rope", "nope+abc"))
@@ -386,7 +386,8 @@ def headline(records: list[dict]) -> str:
 
 def check_report_target(out: str, tasks=()) -> None:
     """Refuse, in one line, to write a report at ``out`` over a file abcmini did not write: the
-    page, or the figure of one of ``tasks`` beside it (ours if the page we wrote before links it)."""
+    page, or the figure of one of ``tasks`` beside it (ours if the page we wrote before links it,
+    or the directory's manifest lists it)."""
     if os.path.isdir(out):
         raise StoreError(f"--out {out!r} is a directory; name the markdown file to write")
     previous = ""
@@ -395,9 +396,11 @@ def check_report_target(out: str, tasks=()) -> None:
             previous = f.read()
         if previous.split("\n", 1)[0].strip() != MARKER:
             raise StoreError(f"{out!r} was not written by abcmini report; refusing to overwrite it (choose another --out)")
+    directory = os.path.dirname(os.path.abspath(out))
+    listed = written(directory) or []  # figures a report noted before writing them (it may have died before the page)
     for task in tasks:
-        png = os.path.join(os.path.dirname(os.path.abspath(out)), f"accuracy_{task}.png")
-        if os.path.lexists(png) and f"]({os.path.basename(png)})" not in previous:
+        png = os.path.join(directory, f"accuracy_{task}.png")
+        if os.path.lexists(png) and f"]({os.path.basename(png)})" not in previous and os.path.basename(png) not in listed:
             raise StoreError(f"{png!r} was not written by abcmini report; refusing to replace it (move it or choose another --out)")
 
 
@@ -412,6 +415,7 @@ def write_report(root: str, out: str, invocations: list[dict] | None = None, bes
     check_report_target(out, [task for task, _ in summarize(kept)])
     directory = os.path.dirname(os.path.abspath(out))
     os.makedirs(directory, exist_ok=True)
+    note_written(directory, *(f"accuracy_{task}.png" for task, _ in summarize(kept)))
     pngs = figures(summarize(kept), directory)
     others = collect(beside) if beside else None
     if beside and not others:
