@@ -565,7 +565,7 @@ def reproduce_command(
         sys.stdout.flush()
 
     try:
-        with progress:
+        with progress, user_errors():  # a full disk under the ledger: one line
             bar = progress.add_task("cells", total=len(jobs), completed=len(jobs) - len(to_do))
             results = run_all(jobs, workers, on_done, Tracking(wandb, wandb_project))
     except (KeyboardInterrupt, Stopped) as stop:

@@ -326,8 +326,11 @@ def lock_run(run_dir: str, create: bool = True, waiting=None):
                 raise StoreError(f"{run_dir!r} is in use by {holder}; wait for it to end or choose another directory") from None
             waiting(f"{run_dir!r} is in use by {holder}; waiting for it to end")
             fcntl.flock(fd, fcntl.LOCK_EX)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} (abcmini {' '.join(sys.argv[1:2])})\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} (abcmini {' '.join(sys.argv[1:2])})\n".encode(), 0)
+        except OSError as error:  # a full disk
+            raise StoreError(f"cannot write {path!r}: {error.strerror or error}") from None
         _held[key] = 1
         try:
             yield
