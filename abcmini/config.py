@@ -22,6 +22,11 @@ def check_test_frame(value: str) -> None:
         raise ConfigError(f"--test-frame is fixed or follows, not {value!r}")
 
 
+def check_arch(value: str) -> None:
+    if value not in ARCHS:
+        raise ConfigError(f"--arch is one of {', '.join(ARCHS)}, not {value!r}")
+
+
 def check_window_unit(value: str) -> None:
     if value not in ("column", "pair"):
         raise ConfigError(f"--window-unit is column or pair, not {value!r}")
@@ -119,8 +124,7 @@ class Recipe:
     def __post_init__(self):
         check_test_frame(self.test_frame)
         check_window_unit(self.window_unit)
-        if self.arch not in ("encoder-decoder", "decoder"):
-            raise ConfigError(f"arch is encoder-decoder or decoder, not {self.arch!r}")
+        check_arch(self.arch)
 
     def derive(self, **changes) -> "Recipe":
         """A recipe based on this one: each change is ``field=(value, reason)``; calibration
@@ -213,8 +217,7 @@ class RunConfig:
             raise ConfigError("CPI in operand pairs (--window-unit pair with +T) counts from the input's end (--cpi-from end) in the encoder-decoder")
         if self.cpi_from not in ("start", "end"):
             raise ConfigError(f"--cpi-from is start or end, not {self.cpi_from!r}")
-        if self.arch not in ARCHS:
-            raise ConfigError(f"--arch is one of {', '.join(ARCHS)}, not {self.arch!r}")
+        check_arch(self.arch)
         if self.arch == "decoder" and self.enc_layers:
             raise ConfigError("a decoder-only model (--arch decoder) has no encoder; drop --enc-layers")
         if self.varied and (self.frame_spread or self.bias_file is not None):

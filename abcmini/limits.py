@@ -78,11 +78,15 @@ def check_writable(directory: str, option: str = "--out") -> None:
     """Create ``directory`` if needed and prove a file can be written in it (then remove it)."""
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise UserError(f"{option} {directory!r} is a file, not a directory")
+    probe = None
     try:
         os.makedirs(directory, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".abcmini-write-test-", dir=directory)  # O_EXCL: never a planted file
         with os.fdopen(fd, "wb") as f:
             f.write(b"x")
-        os.remove(probe)
+            f.flush()  # a full disk fails here, not after the probe is gone
     except OSError as error:
         raise UserError(f"{option} {directory!r} is not writable: {error.strerror or error}") from None
+    finally:
+        if probe and os.path.lexists(probe):
+            os.remove(probe)
