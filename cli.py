@@ -321,7 +321,8 @@ def train(
             check_memory(experiment.source, device, experiment.calibration.samples, "calibration")
         check_cell_evaluation(experiment, device)  # the tests after training fit too: refused now, not after it
     if dry_run:
-        console.print_json(data={"out": run_dir, "source": source_dir, "experiment": experiment.to_dict()})
+        rules = experiment.calibration and {"calibration_rules_on": list(experiment.calibration.rule_names())}  # none: Algorithm 1
+        console.print_json(data={"out": run_dir, "source": source_dir, **(rules or {}), "experiment": experiment.to_dict()})
         return
     with user_errors(), ExitStack() as locks:
         for directory, option in ((run_dir, "--out"), (source_dir, "--source")):

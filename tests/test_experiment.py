@@ -256,3 +256,16 @@ def test_train_gives_reproduces_abc_cell_bit_for_bit(tmp_path):
 def test_train_recipe_quick_gives_reproduce_quicks_abc_cell_bit_for_bit(tmp_path):
     from_reproduce, from_train = abc_twice("quick", tmp_path)
     assert set(from_train) == {"6", "10", "15", "20"} and from_train == from_reproduce
+
+
+@pytest.mark.usefixtures("empty_cwd")
+def test_the_dry_run_of_the_papers_calibration_shows_algorithm_1():
+    from abcmini.nn.rules import RULES
+
+    paper = dry_run("--task", "addition", "--method", "abc", "--calibration", "paper")
+    assert paper["calibration_rules_on"] == [] and paper["experiment"]["calibration"]["kappa_cross"] == 4.5
+    assert paper["experiment"]["overrides"] == {"kappa_cross": 4.5, "rules": "none"}
+    assert dry_run("--task", "addition", "--method", "abc")["calibration_rules_on"] == list(RULES)
+    assert dry_run("--task", "addition", "--method", "abc", "--rules", "all,-band")["calibration_rules_on"] == [r for r in RULES if r != "band"]
+    mixed = dry_run("--task", "addition", "--method", "abc", "--calibration", "paper", "--kappa-cross", "2.5")
+    assert mixed["experiment"]["calibration"]["kappa_cross"] == 2.5 and mixed["calibration_rules_on"] == []
