@@ -74,7 +74,7 @@ def atomic_write(path: str, write) -> None:
     except (OSError, RuntimeError) as error:  # torch.save reports a full disk as a RuntimeError
         if tmp and os.path.lexists(tmp):
             os.remove(tmp)
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error).splitlines()[0]
+        reason = (error.strerror or str(error)) if isinstance(error, OSError) else "the write stopped short (a full disk or a file size limit)"
         raise StoreError(f"cannot write {path!r}: {reason}") from None
     except BaseException:
         if tmp and os.path.lexists(tmp):

@@ -384,3 +384,22 @@ def test_a_report_killed_between_its_figures_and_its_page_is_finished_by_the_sam
     assert result.exit_code == 0, result.output
     assert (out / "report.md").exists() and not list(out.glob("*.tmp"))
     assert (out / "accuracy_successor.png").read_bytes() != b"\x89PNG half"
+
+
+@pytest.mark.integration
+def test_a_write_the_disk_refuses_is_one_line_naming_the_path_and_leaves_nothing_half_written(tmp_path):
+    """A file size limit (RLIMIT_FSIZE) fails every write past 20 kB as a full disk would."""
+    import resource
+    import signal
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    result = subprocess.run([sys.executable, "-m", "cli", "train", *TINY, "--steps", "4", "--eval-every", "2", "--out", "run"],
+                            cwd=tmp_path, env={**ENV, "PYTHONPATH": ROOT}, preexec_fn=limit, capture_output=True, text=True, timeout=300)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "cannot write 'run/checkpoint.pt'" in lines[0] and "full disk" in lines[0], lines[0]
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".abcmini-write-test")]
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
