@@ -36,12 +36,13 @@ def heatmap_grid(maps: torch.Tensor, title: str, row_label: str, col_label: str,
     rows = math.ceil(heads / cols)
     finite = maps[torch.isfinite(maps)]
     low, high = (finite.min().item(), finite.max().item()) if finite.numel() else (0.0, 1.0)
-    if low == high:  # e.g. a bias whose open cells are all 0: the scale ends at that value
-        low = high - 1.0
+    one_value = low == high  # e.g. an ABS window, 0 where open: a scale of that one value
+    if one_value:
+        low, high = low - 0.5, high + 0.5
     cmap = plt.get_cmap("viridis").with_extremes(bad=CLOSED)
-    fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols * min(max(aspect, 1.0), 2.0) + 1.2, 2.6 * rows + 0.8),
-                             squeeze=False)
-    fig.subplots_adjust(left=0.08, right=0.86, bottom=0.12, top=0.85, wspace=0.25, hspace=0.45)  # no layout engine: 3x faster to draw
+    width = max(2.6 * cols * min(max(aspect, 1.0), 2.0) + 1.2, 5.5)  # wide enough for a panel, its labels and the colorbar
+    fig, axes = plt.subplots(rows, cols, figsize=(width, 2.6 * rows + 0.8), squeeze=False)
+    fig.subplots_adjust(left=0.1, right=0.8, bottom=0.14, top=0.85, wspace=0.25, hspace=0.45)  # no layout engine: 3x faster to draw
     for h, ax in enumerate(axes.flat):
         if h >= heads:
             ax.axis("off")
@@ -56,7 +57,9 @@ def heatmap_grid(maps: torch.Tensor, title: str, row_label: str, col_label: str,
         if col_tokens is not None and len(col_tokens) <= 40:
             ax.set_xticks(range(len(col_tokens)), list(col_tokens), fontsize=6)
         ax.tick_params(labelsize=6)
-    fig.colorbar(image, cax=fig.add_axes([0.89, 0.15, 0.015, 0.65]), label=colorbar_label or None)
+    bar = fig.colorbar(image, cax=fig.add_axes([0.84, 0.15, 0.02, 0.65]), label=colorbar_label or None)
+    if one_value:
+        bar.set_ticks([(low + high) / 2])
     fig.suptitle(f"{title}  (grey: −inf, closed)" if not torch.isfinite(maps).all() else title, fontsize=10)
     return fig
 
