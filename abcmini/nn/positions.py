@@ -2,9 +2,11 @@
 and Cyclic Position Indexing (CPI), which any of them can use; the schemes of 2023–2024 have a
 module each (``randomized``, ``fire``, ``abacus``, ``coupling``; ``token_positions``).
 
-Absolute schemes act on the token embeddings; RoPE, ALiBi and the relative PE act inside
-self-attention (encoder and decoder). Cross-attention gets no positional term from them: its
-positional signal comes from the embeddings and from explicit attention biases (ABS / ABC).
+Absolute schemes act on the token embeddings; RoPE, ALiBi, the relative PE and FIRE act inside
+self-attention (encoder and decoder) as modules ``attention_terms`` builds. Cross-attention gets
+no positional term from them: its positional signal comes from the embeddings and from explicit
+attention biases (ABS / ABC). Every position id a model uses, CPI included, comes from here
+(``cyclic_positions``, ``input_positions``, ``joint_positions``).
 """
 
 import math
@@ -13,14 +15,7 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from abcmini.nn import InputError
 from abcmini.nn.fire import FIRE
-from abcmini.nn.schemes import SCHEMES
-
-
-def check_scheme(scheme: str) -> None:
-    if scheme not in SCHEMES:
-        raise InputError(f"unknown positional scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
 
 
 def cyclic_positions(n: int, period: int = 0, offset: int = 0, device=None) -> torch.Tensor:
