@@ -83,10 +83,11 @@ def table() -> None:
     for path in sorted(glob.glob(os.path.join(OUT, "*.json"))):
         record = json.load(open(path))
         records[record["task"], record["row"], record["seed"]] = record
-    print("| row | " + " | ".join(f"{t} 60 | {t} 500" for t in ("successor", "addition", "nx1")) + " |")
-    print("|---|" + "---|" * 6)
+    print("| row | " + " | ".join(f"{t} 60 | {t} 500" for t in ("successor", "addition", "nx1")) + " | bias of an earlier row |")
+    print("|---|" + "---|" * 7)
     for row in ROWS:
         cells = []
+        twins = ", ".join(f"{task}: {r['same_bias_as']}" for (task, name, _), r in sorted(records.items()) if name == row and "same_bias_as" in r)
         for task in ("successor", "addition", "nx1"):
             found = [r for (t, name, _), r in records.items() if t == task and name == row]
             for length in ("60", "500"):
@@ -97,7 +98,7 @@ def table() -> None:
                     tests = [record.get("accuracy", {})] + [t["accuracy"] for t in record.get("other_tests", {}).values()]
                     values.append(next((t[length] for t in tests if length in t), None))
                 cells.append(" / ".join(f"{100 * v:.2f}" for v in values if v is not None) or "—")
-        print(f"| {row} | " + " | ".join(cells) + " |")
+        print(f"| {row} | " + " | ".join(cells) + f" | {twins} |")
 
 
 if __name__ == "__main__":
