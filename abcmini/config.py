@@ -12,8 +12,6 @@ from abcmini.nn.config import ARCHS, PRESETS, ModelConfig
 from abcmini.nn.rules import RULES
 
 POOL_DIGITS = len(str(2**20))  # L_int: the longest operand in the pool has 7 digits
-
-
 TEST_FRAMES = ("fixed", "follows")
 
 
@@ -273,7 +271,6 @@ EXPERIMENT_FIELDS = {  # a cell's fields beyond its run and calibration: (type, 
     "test_frame": (str, "fixed: test in the training frame; follows: grow it with the length."),
     "test_seed": (int, "Seed of the test numbers."),
 }
-TEST_FIELDS = ("lengths", "test_seed", "test_frame")
 OVERRIDABLE = RUN_FIELDS + CALIBRATION_FIELDS + tuple(EXPERIMENT_FIELDS)  # each one an option of ``abcmini train``
 
 
