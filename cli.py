@@ -263,7 +263,6 @@ def train(
     wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),
     wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved configuration and exit."),
-
     **fields,
 ):
     """Train one cell of a recipe, evaluate it and write RUN_DIR/eval.json.
@@ -277,8 +276,8 @@ def train(
     with user_errors():  # before torch is imported
         check_task(task)
         canonical_method(method, window, period)
-        load_recipe(recipe)
-        calibration_preset(calibration)
+        chosen = load_recipe(recipe)
+        preset = calibration_preset(calibration)
         rule_names(fields["rules"] or "")
         for name, value in ctx.params.items():  # every integer option against its bounds (names.BIGGEST)
             check_int(value, "calibration.seed" if name == "calibration_seed" else name, "--" + name.replace("_", "-"))
@@ -290,12 +289,11 @@ def train(
     from abcmini.store import CALIBRATION_FIGURES, check_bias_matches, check_ours, check_run_dir, clear_run, has_run, load_bias, lock_run
 
     with user_errors():
-        chosen = load_recipe(recipe)
         cell = ex.Cell.of(task, method, seed, window, period)
         overrides = {field: fields[option] for field, (option, _, _) in OPTIONS.items()}  # every field a recipe sets has its option
         overrides |= {"bias_file": bias and os.path.abspath(bias), "lengths": lengths}
         overrides = {key: value for key, value in overrides.items() if value is not None}
-        overrides = {**calibration_preset(calibration), **overrides}
+        overrides = {**preset, **overrides}
         if growing:
             if fields["pad_width"] is not None:
                 raise UserError("--growing and --pad-width are alternatives; pass one")
@@ -353,15 +351,14 @@ def calibration_preset(name: str | None) -> dict:
 
 
 @app.command("eval")
+@field_options(("lengths", "test_seed", "test_frame"), rename={"test_seed": "seed"})
 def evaluate(
     run_dir: str = typer.Argument(..., help="A run directory written by abcmini train."),
-    lengths: str = typer.Option(None, help="Comma-separated lengths in digits [default: the run's recipe's]."),
-    seed: int = typer.Option(None, help="Seed of the test sets [default: the run's recipe's]."),
-    test_frame: str = typer.Option(None, help="fixed: in the training frame; follows: a frame grown with each length [default: the run's recipe's]."),
     batch_size: int = typer.Option(1000, min=1, help="Sequences decoded at once (fewer where a batch would need over 2 GiB)."),
     wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),
     wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
+    **fields,
 ):
     """Exact match by length on the seeded test sets; merges into RUN_DIR/eval.json."""
     from abcmini.config import check_test_frame
@@ -369,6 +366,7 @@ def evaluate(
 
     with user_errors():  # the arguments first: an error is answered before torch is imported
         require_checkpoint(run_dir)
+        lengths, seed, test_frame = fields["lengths"], fields["seed"], fields["test_frame"]
         check_int(seed, "test_seed", "--seed")
         wanted = parse_integers(lengths, "--lengths", minimum=1) if lengths else None
         if test_frame is not None:
@@ -386,13 +384,12 @@ def evaluate(
 def calibrate_command(
     ctx: typer.Context,
     run_dir: str = typer.Argument(..., help="A run that has interpolated (trained without scaffolding)."),
-    recipe: str = typer.Option(None, help="Recipe whose calibration settings apply: paper | paper64 | quick | long | decoder | a YAML file [default: the run's, else paper]."),
+    recipe: str = typer.Option(None, help=RECIPE_HELP + " Its calibration settings apply [default: the run's, else paper]."),
     calibration: str = typer.Option(None, help="paper = Algorithm 1 as written (--rules none --kappa-cross 4.5); --rules and --kappa-* given too win."),
     out: str = typer.Option(None, help="Bias file to write [default: RUN_DIR/abc_bias.pt]; heatmaps go beside it."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing bias file."),
     wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),
     wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
-
     **fields,
 ):
     """ABC: average an interpolating model's attention and turn it into line-table biases usable at any length (train --bias FILE)."""
@@ -524,7 +521,7 @@ def reproduce_command(
             check_task(task)
         for method in methods.split(","):
             canonical_method(method)
-        load_recipe(recipe)
+        chosen = load_recipe(recipe)
     from abcmini.limits import check_memory, check_writable
     from abcmini.outputs.dashboard import check_dashboard_target, write_dashboard
     from abcmini.outputs.report import check_report_target, write_report
@@ -532,7 +529,6 @@ def reproduce_command(
     from abcmini.reproduce import plan, read_invocations, run_all, table_cells
 
     with user_errors():
-        chosen = load_recipe(recipe)
         out = out or os.path.join("runs", chosen.name)
         seed_list = parse_integers(seeds, "--seeds", minimum=0)
         jobs = plan(chosen, table_cells(tasks.split(","), methods.split(","), seed_list), out)

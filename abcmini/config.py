@@ -267,9 +267,9 @@ SHARED_FIELDS = tuple(f.name for f in fields(RunConfig) if f.metadata["role"] ==
 CALIBRATION_FIELDS = tuple(f.name for f in fields(Calibration))
 EXPERIMENT_FIELDS = {  # a cell's fields beyond its run and calibration: (type, help)
     "abc_pad_width": (int, "ABC: the frame its source trains in, and its retraining from there (tested in --pad-width's)."),
-    "lengths": (tuple, "Test lengths after training, comma-separated."),
-    "test_frame": (str, "fixed: test in the training frame; follows: grow it with the length."),
-    "test_seed": (int, "Seed of the test numbers."),
+    "lengths": (tuple, "Test lengths in digits, comma-separated [default: the recipe's]."),
+    "test_frame": (str, "fixed: test in the training frame; follows: a frame grown with each length [default: the recipe's]."),
+    "test_seed": (int, "Seed of the test numbers [default: the recipe's]."),
 }
 OVERRIDABLE = RUN_FIELDS + CALIBRATION_FIELDS + tuple(EXPERIMENT_FIELDS)  # each one an option of ``abcmini train``
 

@@ -196,12 +196,12 @@ def calibrate_stage(source_dir: str, out: str, settings: Calibration, experiment
         tracker.use(artifact_name("model", source_identity))
         began = time.perf_counter()
         payload, example, config = calibrate_run(source_dir, settings)
-        result = {**payload, "example": example, "config": config}
         seconds = round(time.perf_counter() - began, 2)
-        pngs = calibration_figures(os.path.dirname(os.path.abspath(out)), result["config"].task, result["attention"]["self"],
-                                   result["attention"]["cross"], scaffold_from_state(result["bias"]), result["example"],
-                                   result["calibration"]["layers"])
+        pngs = calibration_figures(os.path.dirname(os.path.abspath(out)), config.task, payload["attention"]["self"],
+                                   payload["attention"]["cross"], scaffold_from_state(payload["bias"]), example,
+                                   payload["calibration"]["layers"])
         save_bias(out, payload)  # last: a bias file is a finished calibration, so a killed one is redone
+        result = {**payload, "example": example, "config": config}
         hooks.calibrated(result, seconds)
         tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
         tracker.summary({"calibration/seconds": seconds})

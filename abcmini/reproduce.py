@@ -240,15 +240,16 @@ def collect(job: Job, receive, process) -> dict:
     """A finished worker's result, or, when it died before sending one, the cause."""
     try:
         result = receive.recv()
-    except EOFError:
-        process.join()
-        code = process.exitcode
-        cause = f"killed by signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"ended with exit code {code}"
-        result = {"task": job.cell.task, "method": job.cell.method, "seed": job.cell.seed,
-                  "error": f"its worker was {cause} before the cell finished; the cell keeps its last checkpoint and the same command resumes it"}
+    except EOFError:  # the worker ended without sending
+        result = None
     receive.close()
     process.join()
-    return result
+    if result is not None:
+        return result
+    code = process.exitcode
+    cause = f"killed by signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"ended with exit code {code}"
+    return {"task": job.cell.task, "method": job.cell.method, "seed": job.cell.seed,
+            "error": f"its worker was {cause} before the cell finished; the cell keeps its last checkpoint and the same command resumes it"}
 
 
 def failure(job: Job, error: Exception) -> dict:

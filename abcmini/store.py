@@ -220,13 +220,18 @@ LEGACY_FILES = (CHECKPOINT, EXPERIMENT_FILE, EVAL_FILE, "abc_bias.pt", "wandb-id
 def check_ours(directory: str, names, option: str = "--out") -> None:
     """Refuse, in one line and before any work, to write ``names`` into ``directory`` over files
     abcmini did not write there (its manifest; a run from before it by name)."""
-    listed = written(directory)
-    if listed is None:
-        listed = LEGACY_FILES if has_start(directory) else ()
+    listed = owned(directory)
     for name in names:
         path = os.path.join(directory, name)
         if os.path.lexists(path) and name not in listed:
             raise StoreError(f"{path!r} was not written by abcmini; refusing to replace it (move it or choose another {option})")
+
+
+def owned(directory: str) -> list[str]:
+    """What abcmini wrote in ``directory``: its manifest, or for a run from before the manifest
+    the files it wrote by name; nothing in a directory that holds no run."""
+    listed = written(directory)
+    return list(LEGACY_FILES if has_start(directory) else ()) if listed is None else listed
 
 
 def written(directory: str) -> list[str]:
@@ -267,8 +272,7 @@ def clear_run(run_dir: str) -> list[str]:
     source = os.path.join(run_dir, "source")
     if os.path.isdir(source) and has_start(source):
         kept += clear_run(source)
-    listed = written(run_dir)
-    for name in LEGACY_FILES if listed is None else listed:
+    for name in owned(run_dir):
         path = os.path.join(run_dir, name)
         if os.path.lexists(path):
             _remove(path)
