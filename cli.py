@@ -524,7 +524,8 @@ def reproduce_command(
         chosen = load_recipe(recipe)
     from abcmini.limits import check_memory, check_writable
     from abcmini.outputs.dashboard import check_dashboard_target, write_dashboard
-    from abcmini.outputs.report import check_report_target, write_report
+    from abcmini.outputs.compare import comparison_run
+    from abcmini.outputs.report import check_report_target, collect, write_report
     from abcmini.pipeline import Tracking
     from abcmini.reproduce import plan, read_invocations, run_all, table_cells
 
@@ -577,7 +578,11 @@ def reproduce_command(
     with user_errors():
         text, pngs = write_report(out, os.path.join(out, "report.md"), read_invocations(out))
         dashboard = write_dashboard(out, os.path.join(out, "dashboard.html"))
+        compared = comparison_run(wandb, wandb_project, out, collect(out), f"{chosen.name}/comparison", recipe=chosen.name,
+                                  tasks=tasks.split(","), methods=methods.split(","), seeds=list(seed_list))
     console.print(text, highlight=False, soft_wrap=True, markup=False)
+    if compared:
+        console.print(f"comparison: wandb run {compared} (group {chosen.name}/comparison)", highlight=False, soft_wrap=True)
     console.print(f"reproduce: {len(results) - failed} runs done, {failed} failed, {time.perf_counter() - start:.0f}s → "
                   f"{os.path.join(out, 'report.md')}, {dashboard}, {', '.join(os.path.basename(p) for p in pngs)}", soft_wrap=True, highlight=False)
     if failed:
@@ -593,7 +598,8 @@ def sweep_command(
     """Run a sweep with no wandb server: wandb's sweep engine expands it locally and the runs go one after another, each exactly the command wandb agent would run."""
     import subprocess
 
-    from abcmini.sweep import command_line, expand, load_sweep
+    from abcmini.outputs.report import collect
+    from abcmini.sweep import command_line, expand, load_sweep, run_dirs
 
     with user_errors():
         if os.path.isdir(file):
@@ -610,15 +616,72 @@ def sweep_command(
             console.print(" ".join(argv), highlight=False, soft_wrap=True)
         return
     failed, name = 0, config.get("name", os.path.basename(file))
+    project = {"WANDB_PROJECT": str(config["project"])} if config.get("project") else {}  # the file's project, as wandb sweep takes it
+    env = {**os.environ, "ABCMINI_SWEEP": name, **project}
     for i, argv in enumerate(commands, 1):
         console.print(f"[bold]sweep {name}[/] run {i}/{len(commands)}: {' '.join(argv[1:])}", soft_wrap=True, highlight=False)
         sys.stdout.flush()
-        project = {"WANDB_PROJECT": str(config["project"])} if config.get("project") else {}  # the file's project, as wandb sweep takes it
-        if subprocess.run(argv, env={**os.environ, "ABCMINI_SWEEP": name, **project}).returncode != 0:
+        if subprocess.run(argv, env=env).returncode != 0:
             failed += 1
     console.print(f"sweep: {len(commands) - failed} runs finished, {failed} failed", highlight=False)
+    tracked = not any("--no-wandb" in argv for argv in commands)
+    dirs = run_dirs(commands, env) if tracked else []
+    records = [record for run_dir in dirs if os.path.isdir(run_dir) for record in collect(run_dir)]
+    if records:
+        from abcmini.outputs.compare import comparison_run
+
+        root = os.path.commonpath([os.path.dirname(os.path.abspath(d)) for d in dirs])  # above every run directory
+        with user_errors():
+            compared = comparison_run(True, project.get("WANDB_PROJECT"), root, records, f"sweep/{name}", sweep=name, file=file)
+        if compared:
+            console.print(f"comparison: wandb run {compared} (group sweep/{name}) in {root}", highlight=False, soft_wrap=True)
     if failed:
         raise typer.Exit(1)
+
+
+@app.command("sync")
+def sync_command(
+    root: str = typer.Argument(..., help="A results root (e.g. runs/paper): every offline wandb run below it is synced."),
+    entity: str = typer.Option(None, help="wandb entity [default: the API key's]."),
+    project: str = typer.Option(None, help="Put every run in this project [default: the project each run was logged to]."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the runs, the upload command and the lineage calls, and exit."),
+):
+    """Upload every offline wandb run under ROOT (ABC sources and comparison runs included) with wandb sync, then restore the lineage edges the offline runs recorded (config uses) through wandb's API. Safe to run again."""
+    from abcmini.outputs.sync import sync
+
+    with user_errors():
+        sync(root, entity, project, dry_run, say=lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False))
+
+
+@app.command("workspace")
+def workspace_command(
+    root: str = typer.Argument(..., help="A results root whose result records name the tasks, methods and recipe."),
+    entity: str = typer.Option(None, help="wandb entity (required to save)."),
+    project: str = typer.Option("abcmini", help="wandb project the runs were logged to."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be saved and exit."),
+):
+    """Save a wandb workspace view per task and one report comparing the methods of ROOT's runs (wandb-workspaces; needs a server and an API key)."""
+    from abcmini.outputs.report import collect
+    from abcmini.outputs.track import has_api_key
+    from abcmini.outputs.workspace import build, describe, save
+
+    with user_errors():
+        if not os.path.isdir(root):
+            raise UserError(f"results root {root!r} is not a directory")
+        records = collect(root)
+        if not records:
+            raise UserError(f"results root {root!r} holds no result records (eval.json)")
+        if not dry_run and not entity:
+            raise UserError("saving needs --entity (your wandb user or team); --dry-run shows what would be saved")
+        if not dry_run and not has_api_key():
+            raise UserError("no wandb API key (WANDB_API_KEY or wandb login): nothing was saved; --dry-run shows what would be saved")
+        views, report = build(records, entity or "ENTITY", project)
+    for line in describe(views, report):
+        console.print(line, highlight=False, soft_wrap=True, markup=False)
+    if not dry_run:
+        with user_errors():
+            for url in save(views, report):
+                console.print(f"saved → {url}", highlight=False, soft_wrap=True)
 
 
 def main():

@@ -13,16 +13,17 @@ from dataclasses import asdict, dataclass
 import torch
 
 from abcmini import __version__, commit
-from abcmini.nn.biases import Calibrated, PerLayer, open_lines, scaffold_from_state, segments_of
+from abcmini.nn.biases import Calibrated, PerLayer, line_rows, open_lines, scaffold_from_state, segments_of
 from abcmini.nn.calibrate import average_attention, calibrated_layers, procedure
 from abcmini.errors import UserError
-from abcmini.evaluate import extrapolation_accuracy, pad_width_for
+from abcmini.evaluate import GeometryError, extrapolation_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
 from abcmini.outputs.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.limits import batch_for, check_evaluation, check_writable
 from abcmini.config import Calibration, check_test_frame
 from abcmini.store import CHECKPOINT, checkpoint_identity, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
-from abcmini.tasks import POOL_DIGITS, Example, Pool, detokenize, digit_mask, extrapolation_set_size, format_task, padding_cells, sample_operands
+from abcmini.tasks import (POOL_DIGITS, Example, Pool, detokenize, digit_mask, extrapolation_operands, extrapolation_set_size, format_task,
+                           padding_cells, sample_operands)
 from abcmini.outputs.track import ID_FILE, Tracker, artifact_name, run_config, under_agent
 from abcmini.train import Trainer, load_model
 
@@ -103,19 +104,54 @@ def fit(trainer: Trainer, role: str, hooks: Hooks, tracker: Tracker) -> dict:
     return trainer.history[-1] if trainer.history else {}
 
 
-def log_model(tracker: Tracker, trainer: Trainer, identity: str) -> None:
-    """The trained model: attention heatmaps for a fixed input and its scaffold (ABS window / ABC
-    bias) per head, and its checkpoint as an artifact."""
+PICTURE_LENGTHS = (POOL_DIGITS, 20, 100)  # the attention pictures: the longest training length and two test lengths
+
+
+def picture_examples(experiment: Experiment | None, cfg: RunConfig, device, lengths=PICTURE_LENGTHS) -> dict[int, Example]:
+    """The first input of each length's test set, in the frame the run is tested in (one that
+    follows the length where the protocol's fixed frame is too narrow); a length the model
+    cannot take (its position range, memory) is left out."""
+    examples = {}
+    for length in lengths:
+        try:
+            try:
+                (frame,) = test_frames(experiment, cfg, [length])
+            except GeometryError:
+                (frame,) = test_frames(experiment, cfg, [length], "follows")
+            check_evaluation(cfg, frame, device)
+        except UserError:
+            continue
+        a, b = extrapolation_operands(cfg.task, length, 0)
+        examples[length] = format_task(cfg.task, a[:1], None if b is None else b[:1], frame, cfg.aligned)
+    return examples
+
+
+def log_pictures(tracker: Tracker, model, experiment: Experiment | None, cfg: RunConfig, step: int, example: Example | None = None) -> None:
+    """Attention of every layer and head at ``PICTURE_LENGTHS``; the scaffold (ABS window, ABC
+    bias) per head at ``example``'s geometry, an ABC bias also as a table of its open lines."""
     if tracker.run is None:
         return
-    model, example, label = trainer.model, trainer.valid, trainer.cfg.label
-    figures = attention_figures(model, example, label)
-    if model.scaffold is not None:
-        figures |= bias_figures(model.scaffold, example.tgt_out.shape[1], detokenize(example.src[0]), label)
-    tracker.images(figures, step=trainer.step_count)
+    device = next(model.parameters()).device
+    figures = attention_figures(model, picture_examples(experiment, cfg, device), cfg.label)
+    if model.scaffold is not None and example is not None:
+        figures |= bias_figures(model.scaffold, example.tgt_out.shape[1], detokenize(example.src[0]), cfg.label)
+    tracker.images(figures, step=step)
     for fig in figures.values():
         close(fig)
-    tracker.artifact(artifact_name("model", identity), "model", os.path.join(trainer.run_dir, CHECKPOINT), {"step": trainer.step_count})
+    if isinstance(model.scaffold, (Calibrated, PerLayer)):
+        tracker.table("bias/lines", LINE_COLUMNS, line_rows(model.scaffold))
+
+
+LINE_COLUMNS = ("layer", "attention", "direction", "head", "line", "value")
+
+
+def log_model(tracker: Tracker, trainer: Trainer, experiment: Experiment) -> None:
+    """The trained model's pictures (``log_pictures``) and its checkpoint as an artifact."""
+    if tracker.run is None:
+        return
+    log_pictures(tracker, trainer.model, experiment, trainer.cfg, trainer.step_count, trainer.valid)
+    tracker.artifact(artifact_name("model", experiment.identity), "model", os.path.join(trainer.run_dir, CHECKPOINT),
+                     {"step": trainer.step_count})
 
 
 def report_done(tracker: Tracker, trainer: Trainer, record: dict) -> None:
@@ -128,8 +164,10 @@ def report_done(tracker: Tracker, trainer: Trainer, record: dict) -> None:
 
 
 def train_stage(experiment: Experiment, run_dir: str, role: str, device, hooks: Hooks, tracking: Tracking,
-                uses: str | None = None, after=None, done=lambda trainer: True, agent: bool = False, **config):
-    """Train ``experiment``'s run in ``run_dir`` (resuming), as one tracked wandb run; ``after``
+                uses: str | None = None, after=None, done=lambda trainer: True, agent: bool = False,
+                job_type: str = "train", group: str | None = None, **config):
+    """Train ``experiment``'s run in ``run_dir`` (resuming), as one tracked wandb run of
+    ``group`` (default: the experiment's cell) and ``job_type``; ``after``
     (the trainer, the tracker) runs inside that wandb run, e.g. the evaluation. A run that
     stopped training, and is ``done(trainer)`` when there is an ``after``, opens no wandb run,
     except the sweep agent's (``agent`` under ``wandb agent``): that one reports the stored results."""
@@ -140,18 +178,18 @@ def train_stage(experiment: Experiment, run_dir: str, role: str, device, hooks: 
             pass
         record = read_eval(run_dir) if after else None
         if agent and under_agent() and record is not None:
-            with tracker_for(experiment, experiment.run, run_dir, "train", tracking, experiment.identity, agent=True,
+            with tracker_for(experiment, experiment.run, run_dir, job_type, tracking, group, agent=True,
                              **config) as tracker:
                 report_done(tracker, trainer, read_eval_of(run_dir, trainer.step_count, experiment.test_seed, experiment.test_frame))
         return trainer, record
-    with tracker_for(experiment, experiment.run, run_dir, "train", tracking, experiment.identity, keep_id=True, agent=agent,
+    with tracker_for(experiment, experiment.run, run_dir, job_type, tracking, group, keep_id=True, agent=agent,
                      **config) as tracker:
         if uses:
             tracker.use(uses)
         trained = not trainer.stopped
         fit(trainer, role, hooks, tracker)
         if trained:
-            log_model(tracker, trainer, experiment.identity)
+            log_model(tracker, trainer, experiment)
         return trainer, after(trainer, tracker) if after else None
 
 
@@ -191,7 +229,7 @@ def calibrate_stage(source_dir: str, out: str, settings: Calibration, experiment
                     tracking: Tracking, group: str, source_identity: str) -> dict:
     """Calibrate ``source_dir`` into the bias file ``out`` with its heatmaps beside it, as one
     tracked wandb run that uses the source's model and logs the bias."""
-    with tracker_for(experiment, cfg, os.path.dirname(os.path.abspath(out)), "calibrate", tracking, group,
+    with tracker_for(experiment, cfg, os.path.dirname(os.path.abspath(out)), "calibration", tracking, group,
                      calibration=asdict(settings)) as tracker:
         tracker.use(artifact_name("model", source_identity))
         began = time.perf_counter()
@@ -204,6 +242,7 @@ def calibrate_stage(source_dir: str, out: str, settings: Calibration, experiment
         result = {**payload, "example": example, "config": config}
         hooks.calibrated(result, seconds)
         tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
+        tracker.table("calibration/lines", LINE_COLUMNS, line_rows(scaffold_from_state(payload["bias"])))
         tracker.summary({"calibration/seconds": seconds})
         tracker.artifact(artifact_name("abc-bias", group), "abc-bias", out, result["calibration"])
     return {**result, "seconds": seconds, "pngs": pngs}
@@ -262,12 +301,13 @@ def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model,
 
 
 def train_source(experiment: Experiment, run_dir: str, device="cpu", hooks: Hooks | None = None,
-                 tracking: Tracking = Tracking()) -> Trainer:
-    """ABC's Vanilla source: trained (resuming) to interpolation, not tested; returns its trainer."""
+                 tracking: Tracking = Tracking(), group: str | None = None) -> Trainer:
+    """ABC's Vanilla source: trained (resuming) to interpolation, not tested, as the ``source``
+    run of ``group`` (the ABC cell it serves); returns its trainer."""
     os.makedirs(run_dir, exist_ok=True)
     if read_experiment(run_dir) is None:
         write_experiment(run_dir, experiment.to_dict())
-    trainer, _ = train_stage(experiment, run_dir, "source", device, hooks or Hooks(), tracking)
+    trainer, _ = train_stage(experiment, run_dir, "source", device, hooks or Hooks(), tracking, job_type="source", group=group)
     return trainer
 
 
@@ -281,7 +321,7 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
     uses = None
     if experiment.calibration is not None:
         source_experiment = experiment.source_experiment()
-        source = train_source(source_experiment, source_dir, device, hooks, tracking)
+        source = train_source(source_experiment, source_dir, device, hooks, tracking, experiment.identity)
         bias_path = os.path.join(run_dir, ABC_BIAS)
         if not os.path.exists(bias_path):
             result = calibrate_stage(source_dir, bias_path, experiment.calibration, experiment, experiment.run, hooks,
@@ -305,7 +345,7 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
         with open(os.path.join(source_dir, ID_FILE)) as f:
             links["source_run"] = f.read().strip()
     _, result = train_stage(experiment, run_dir, "run", device, hooks, tracking, uses, after=evaluation, done=evaluated, agent=True,
-                            **links)
+                            job_type="retraining" if uses else "train", **links)
     return result
 
 
@@ -352,8 +392,10 @@ def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Ho
         with tracker_for(experiment, cfg, run_dir, "eval", tracking, lengths=list(lengths), test_seed=test_seed, weights=weights) as tracker:
             if experiment:
                 tracker.use(artifact_name("model", experiment.identity))
-            return evaluate(run_dir, experiment, cfg, model, state["history"], lengths, test_seed, hooks, tracker, batch_size=batch_size,
-                            test_frame=test_frame, weights=weights)
+            result = evaluate(run_dir, experiment, cfg, model, state["history"], lengths, test_seed, hooks, tracker, batch_size=batch_size,
+                              test_frame=test_frame, weights=weights)
+            log_pictures(tracker, model, experiment, cfg, state["step"])
+            return result
 
 
 def experiment_of(run_dir: str) -> Experiment | None:

@@ -37,6 +37,7 @@ class Job:
     experiment: Experiment
     root: str
     train_only: bool = field(default=False, compare=False)
+    group: str | None = field(default=None, compare=False)  # a source's: the ABC cell it serves
 
     @property
     def run_dir(self) -> str:
@@ -52,7 +53,7 @@ class Job:
 
     def source(self) -> "Job":
         """The Vanilla cell an ABC job calibrates from."""
-        return Job(self.experiment.source_experiment(), self.root, train_only=True)
+        return Job(self.experiment.source_experiment(), self.root, train_only=True, group=self.experiment.identity)
 
     def done(self) -> bool:
         if self.train_only:  # resuming a finished training costs a checkpoint read
@@ -87,7 +88,7 @@ def run_job(job: Job, tracking: Tracking = Tracking()) -> dict:
                 except StoreError as error:
                     raise StoreError(f"skipped: {error}") from None
         if job.train_only:
-            trainer = train_source(job.experiment, job.run_dir, tracking=tracking)
+            trainer = train_source(job.experiment, job.run_dir, tracking=tracking, group=job.group)
             last = trainer.history[-1] if trainer.history else {}
             return {"task": job.cell.task, "method": job.experiment.run.label, "seed": job.cell.seed, "train_steps": last.get("step"),
                     "train_seconds": last.get("seconds"), "valid_acc": last.get("valid_acc")}

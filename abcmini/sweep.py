@@ -3,6 +3,8 @@
 (``--key=value`` for ``${args}``).
 """
 
+import json
+import subprocess
 import sys
 import warnings
 
@@ -77,3 +79,16 @@ def command_line(config: dict, params: dict, interpreter: str = sys.executable) 
             continue  # the agent's /usr/bin/env prefix
         argv += {"${interpreter}": [interpreter], "${program}": [config["program"]], "${args}": args}.get(part, [str(part)])
     return argv
+
+
+def run_dirs(commands: list[list[str]], env: dict) -> list[str]:
+    """The run directory of each sweep run (``abcmini train … --dry-run`` names it), where one
+    resolves; a run whose command cannot resolve is left out."""
+    dirs = []
+    for argv in commands:
+        done = subprocess.run([*argv, "--dry-run"], env=env, capture_output=True, text=True)
+        try:
+            dirs.append(json.loads(done.stdout)["out"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return dirs

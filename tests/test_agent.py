@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from abcmini.sweep import command_line
 from cli import app
-from wandb_records import read_offline_runs
+from abcmini.outputs.wandb_files import read_offline_runs
 
 pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
 

@@ -266,6 +266,17 @@ def open_lines(scaffold: Calibrated | PerLayer) -> list[str]:
             for name, table in scaffold.tables() for label, head, lines in table.lines()]
 
 
+def line_rows(scaffold: Calibrated | PerLayer) -> list[tuple]:
+    """``(layer, attention, direction, head, line, value)`` for every open line of an ABC
+    scaffold (layer ``every`` where one bias serves all layers): the bias as a table."""
+    rows = []
+    for name, table in scaffold.tables():
+        layer, _, attention = name.rpartition(" ")  # "layer 0 cross" or "cross"
+        for label, head, lines in table.lines():
+            rows += [(layer.removeprefix("layer ") or "every", attention, label, head, line, value) for line, value in lines]
+    return rows
+
+
 def per_layer(biases, depth: int) -> list[tuple]:
     """A scaffold's output as one ``(self_bias, cross_bias)`` pair per decoder layer."""
     if isinstance(biases, list):

@@ -23,16 +23,18 @@ CLOSED = "#d0d0d0"  # colour of −inf (closed) cells: visibly not part of the c
 
 
 def heatmap_grid(maps: torch.Tensor, title: str, row_label: str, col_label: str,
-                 col_tokens: str | None = None, colorbar_label: str = "", names: list[str] | None = None) -> plt.Figure:
+                 col_tokens: str | None = None, colorbar_label: str = "", names: list[str] | None = None,
+                 cols: int | None = None) -> plt.Figure:
     """One heatmap per head of ``maps [h q k]``; −inf cells are drawn grey, outside the scale.
 
     ``col_tokens`` (one character per column, e.g. the input ``$0123``) labels the columns;
-    ``names`` the panels (default ``head 0``, ``head 1``, …).
+    ``names`` the panels (default ``head 0``, ``head 1``, …); ``cols`` panels to a row (default:
+    four, two for wide panels).
     """
     maps = maps.detach().float().cpu()
     heads = maps.shape[0]
     aspect = maps.shape[2] / maps.shape[1]
-    cols = min(heads, 4 if aspect <= 2 else 2)  # a grid: wide panels (long inputs) two to a row
+    cols = cols or min(heads, 4 if aspect <= 2 else 2)  # a grid: wide panels (long inputs) two to a row
     rows = math.ceil(heads / cols)
     finite = maps[torch.isfinite(maps)]
     low, high = (finite.min().item(), finite.max().item()) if finite.numel() else (0.0, 1.0)
@@ -94,15 +96,22 @@ def close(fig: plt.Figure) -> None:
 ROWS = "output digit (least significant first)"
 
 
-def attention_figures(model, example, title: str) -> dict[str, plt.Figure]:
-    """Last decoder layer's cross- and self-attention per head for the first input of ``example``."""
-    one = Example(example.src[:1], example.tgt_in[:1], example.tgt_out[:1])
-    (self_map,), (cross_map,) = average_attention(model, one, one.tgt_out.shape[1])
-    tokens = detokenize(one.src[0])
-    return {
-        "attention/cross": heatmap_grid(cross_map, f"{title}: cross-attention on {tokens}", ROWS, "input token", tokens, "probability"),
-        "attention/self": heatmap_grid(self_map, f"{title}: decoder self-attention", ROWS, "output position read", None, "probability"),
-    }
+def attention_figures(model, examples: dict[int, Example], title: str) -> dict[str, plt.Figure]:
+    """Every decoder layer's cross- and self-attention, every head (a row per layer), for the
+    one input of each ``examples[length]``: where the model attends at a training length beside
+    test lengths. Keys ``attention/L-digits/cross`` and ``…/self``."""
+    figures = {}
+    for length, one in examples.items():
+        self_maps, cross_maps = average_attention(model, one, one.tgt_out.shape[1], layers=tuple(range(model.cfg.dec_layers)))
+        layers, heads = self_maps.shape[:2]
+        names = [f"layer {layer} · head {head}" for layer in range(layers) for head in range(heads)]
+        tokens = detokenize(one.src[0])
+        shown = tokens if len(tokens) <= 40 else f"{tokens[:18]}…{tokens[-18:]}"
+        for kind, maps, columns in (("cross", cross_maps, "input token"), ("self", self_maps, "output position read")):
+            figures[f"attention/{length}-digits/{kind}"] = heatmap_grid(
+                rearrange(maps, "l h q k -> (l h) q k"), f"{title}: {kind}-attention, {length}-digit input {shown}", ROWS, columns,
+                tokens if kind == "cross" else None, "probability", names, cols=heads)
+    return figures
 
 
 def bias_figures(bias, n_q: int, src_tokens: str, title: str) -> dict[str, plt.Figure]:

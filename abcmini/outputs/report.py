@@ -103,7 +103,7 @@ def summarize(results: list[dict]) -> dict:
     return cells
 
 
-def _order(key):
+def cell_order(key):
     task, method = key
     return (TASK_ORDER.index(task) if task in TASK_ORDER else len(TASK_ORDER), task, method)
 
@@ -130,7 +130,7 @@ def markdown(cells: dict, lengths=None, rows=None, paper: bool = True) -> str:
     seeds = {key: max(len(v) for v in per_length.values()) for key, per_length in cells.items()}
     lines = ["| task | method | seeds | " + " | ".join(str(n) for n in lengths) + " |",
              "|---|---|---|" + "---|" * len(lengths)]
-    for key in sorted(cells, key=_order):
+    for key in sorted(cells, key=cell_order):
         task, method = key
         row = []
         for n in lengths:
@@ -158,7 +158,7 @@ def published_rows(cells: dict, records: list[dict]) -> list[tuple]:
     (``abacus``, ``abacus+varied``), then our other methods: our lengths of 100 digits and more,
     each row with its own protocol (training length, test length and their ratio)."""
     recipe = records[0].get("recipe") if records else None
-    ordered = sorted(cells, key=_order)
+    ordered = sorted(cells, key=cell_order)
 
     def ours(keys):
         return [(f"abcmini {method}", task, f"1–{POOL_DIGITS}", str(n), f"{n / POOL_DIGITS:.0f}×", f"{cell(cells[(task, method)][n])}%",
@@ -224,7 +224,7 @@ def methods_rows(groups: dict) -> tuple[list[int], dict]:
     lengths = sorted({int(n) for runs in groups.values() for r in runs for n in r["accuracy"]})
     kinds = ("ABC", "ABS", *TODAYS_SCHEMES)
     tables = {}
-    for task in sorted({task for task, method, _ in groups if family(method) in TODAYS_SCHEMES}, key=lambda t: _order((t, ""))):
+    for task in sorted({task for task, method, _ in groups if family(method) in TODAYS_SCHEMES}, key=lambda t: cell_order((t, ""))):
         rows = []
         for key in sorted((k for k in groups if k[0] == task), key=lambda k: (kinds.index(family(k[1])), k[1], k[2])):
             runs = groups[key]
@@ -256,7 +256,7 @@ def test_costs(results: list[dict]) -> str:
     timed = [r for r in results if r.get("test_seconds")]
     lengths = sorted({int(n) for r in timed for n in r["test_seconds"]})
     lines = ["| task | method | seed | " + " | ".join(str(n) for n in lengths) + " |", "|---|---|---|" + "---|" * len(lengths)]
-    for r in sorted(timed, key=lambda r: (*_order((r["task"], r["method"])), r["seed"])):
+    for r in sorted(timed, key=lambda r: (*cell_order((r["task"], r["method"])), r["seed"])):
         lines.append(f"| {r['task']} | {r['method']} | {r['seed']} | " + " | ".join(
             f"{r['test_seconds'][str(n)]:.0f} s" if str(n) in r["test_seconds"] else "–" for n in lengths) + " |")
     return "\n".join(lines) + "\n\nSeconds to test 10,000 numbers at each length (batches shrink with the frame to stay under 2 GiB).\n"
@@ -278,7 +278,7 @@ def per_seed(results: list[dict], others: list[dict], lengths) -> str:
     ours, theirs = (sorted({r.get("recipe") for r in records} - {None}) for records in (results, others))
     methods = {r["method"] for r in results}
     keys = sorted({(r["task"], r["method"], r["seed"]) for r in results + others if r["method"] in methods},
-                  key=lambda k: (*_order(k[:2]), k[2]))
+                  key=lambda k: (*cell_order(k[:2]), k[2]))
     lines = [f"| task | method | seed | {', '.join(ours)} | {', '.join(theirs)} | {', '.join(ours)}: steps | {', '.join(theirs)}: steps |",
              "|---|---|---|---|---|---|---|"]
     lines += [f"| {t} | {m} | {s} | {accuracies(find(results, (t, m, s)))} | {accuracies(find(others, (t, m, s)))} | "
@@ -289,7 +289,7 @@ def per_seed(results: list[dict], others: list[dict], lengths) -> str:
 def calibrated_lines(results: list[dict]) -> str:
     """The open lines of each ABC run's bias (``biases.open_lines``): layer, attention, direction
     Δ (segment 0 is ``$``, then the input's parts in order), head, and the line indices."""
-    listed = [r for r in sorted(results, key=lambda r: (*_order((r["task"], r["method"])), r["seed"])) if r.get("lines")]
+    listed = [r for r in sorted(results, key=lambda r: (*cell_order((r["task"], r["method"])), r["seed"])) if r.get("lines")]
     return "\n".join(f"- {r['task']} {r['method']} seed {r['seed']}: " + "; ".join(r["lines"]) for r in listed) + "\n"
 
 
@@ -298,7 +298,7 @@ def costs(results: list[dict]) -> str:
     time of the invocation that finished it (its remaining training, ABC's calibration, the
     evaluation), and the validation accuracy it stopped at."""
     lines = ["| task | method | seed | steps | training | last invocation | validation % |", "|---|---|---|---|---|---|---|"]
-    for r in sorted(results, key=lambda r: (*_order((r["task"], r["method"])), r.get("seed", 0))):
+    for r in sorted(results, key=lambda r: (*cell_order((r["task"], r["method"])), r.get("seed", 0))):
         if r.get("train_steps") is None:
             continue
         job = f"{r['job_seconds']:.0f} s" if r.get("job_seconds") is not None else "–"
@@ -332,7 +332,7 @@ def clock(seconds: float) -> str:
 def figures(cells: dict, out_dir: str) -> list[str]:
     """One accuracy-vs-length PNG per task with every method on it (the paper's Figure 1)."""
     paths = []
-    for task in sorted({task for task, _ in cells}, key=lambda t: _order((t, ""))):
+    for task in sorted({task for task, _ in cells}, key=lambda t: cell_order((t, ""))):
         curves = {method: {n: statistics.median(v) for n, v in per_length.items()}
                   for (t, method), per_length in cells.items() if t == task}
         fig = accuracy_curves(curves, f"{task}: exact match vs length (median over seeds)")

@@ -2,8 +2,12 @@
 
 One set of conventions for every run any command makes: config = the resolved configuration
 plus abcmini's version and git commit; tags = task, method, recipe; ``group`` = the cell's
-identity (``recipe/task/name``); ``job_type`` = train, calibrate or eval; a training run's id is
-kept in its run directory (``wandb-id``), so a resumed run continues its wandb run.
+identity (``recipe/task/name``); ``job_type`` = train or eval, for an ABC cell source, calibration
+and retraining (all three in the cell's group), ``comparison`` for the run that sets a
+reproduction's methods side by side; a training run's id is kept in its run directory
+(``wandb-id``), so a resumed run continues its wandb run. Artifact files and tables are staged in
+the run's own ``wandb`` folder (wandb's ``WANDB_DATA_DIR``), so a copied results root holds
+everything ``wandb sync`` needs.
 
 - No API key (``WANDB_API_KEY`` or a netrc entry) and no ``WANDB_MODE``: offline
   (``WANDB_MODE=offline`` is put in the environment, the only way wandb makes no network call);
@@ -110,7 +114,7 @@ class Tracker:
     when it ends with an exception: 143 for SIGTERM, 130 for SIGINT, 1 for an error."""
 
     def __init__(self, run=None):
-        self.run, self.uses, self.offline = run, [], True
+        self.run, self.uses, self.offline, self.data_dir = run, [], True, None
 
     @classmethod
     def start(cls, enabled: bool, run_dir: str, job_type: str, config: dict, group: str, tags=(), project: str | None = None,
@@ -134,6 +138,9 @@ class Tracker:
             import wandb
 
             os.makedirs(run_dir, exist_ok=True)
+            folder = os.path.join(os.path.abspath(os.environ.get("WANDB_DIR", run_dir)), "wandb")
+            tracker.data_dir = (os.environ.get("WANDB_DATA_DIR"),)  # restored when the run ends
+            os.environ["WANDB_DATA_DIR"] = folder  # staging: FOLDER/artifacts/staging, read when a file is added
             id_path = os.path.join(run_dir, ID_FILE)
             agents = agent and under_agent()
             keep_id = keep_id and not agents
@@ -153,10 +160,11 @@ class Tracker:
                     config={**config, "version": __version__, "commit": commit(), **({"sweep": sweep} if sweep else {})},
                     id=run_id, resume="allow" if run_id else None, mode=mode, settings=wandb.Settings(**SETTINGS))
             folder = os.path.relpath(os.path.dirname(os.path.abspath(tracker.run.dir)), os.path.abspath(run_dir))
-            if not folder.startswith(".."):  # wandb's folder of this run, and its links to the latest one
+            if not folder.startswith(".."):  # wandb's folder of this run, its links to the latest one, the staged files
                 parent = os.path.dirname(folder)
-                note_written(run_dir, folder, *(os.path.join(parent, link) for link in ("latest-run", "debug.log", "debug-internal.log")
-                                                 if os.path.islink(os.path.join(run_dir, parent, link))))
+                note_written(run_dir, folder, os.path.join(parent, "artifacts"),
+                             *(os.path.join(parent, link) for link in ("latest-run", "debug.log", "debug-internal.log")
+                               if os.path.islink(os.path.join(run_dir, parent, link))))
             if keep_id:
                 note_written(run_dir, ID_FILE)
                 atomic_write(id_path, lambda f: f.write(tracker.run.id.encode()))
@@ -179,6 +187,7 @@ class Tracker:
                 wandb.teardown()
             except Exception:  # noqa: BLE001
                 pass
+            self.restore()
 
     def log(self, metrics: dict, step: int | None = None) -> None:
         if self.run is not None:
@@ -211,6 +220,14 @@ class Tracker:
                               "extrapolation/curve": wandb.plot.line(table, "length", "accuracy", title=title)})
                 for n, acc in percent.items():
                     self.run.summary[f"acc@{n}"] = acc
+
+    def table(self, key: str, columns: list, rows: list) -> None:
+        """Log ``rows`` as a ``wandb.Table`` under ``key``."""
+        if self.run is not None:
+            with self.guard():
+                import wandb
+
+                self.run.log({key: wandb.Table(columns=list(columns), data=[list(row) for row in rows])})
 
     def summary(self, values: dict) -> None:
         if self.run is not None:
@@ -253,3 +270,13 @@ class Tracker:
                 self.run.finish(exit_code=exit_code)
                 wandb.teardown()
             self.run = None
+            self.restore()
+
+    def restore(self) -> None:
+        """``WANDB_DATA_DIR`` as it was before this run started."""
+        if self.data_dir is not None:
+            (before,), self.data_dir = self.data_dir, None
+            if before is None:
+                os.environ.pop("WANDB_DATA_DIR", None)
+            else:
+                os.environ["WANDB_DATA_DIR"] = before

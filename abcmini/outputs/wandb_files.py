@@ -1,5 +1,6 @@
-"""What wandb logged offline, read back from a run's ``run-<id>.wandb`` file (wandb 0.31 ships no
-reader). The file is a 7-byte ``:W&B`` header, then leveldb-log framing: 32 KiB blocks of records
+"""What wandb logged offline, read back from a run's ``run-<id>.wandb`` file. wandb 0.31 ships a
+reader only as a command (``wandb leet inspect``, about 2 s a file: too slow for a dashboard of
+many runs), so this module reads the file itself. The file is a 7-byte ``:W&B`` header, then leveldb-log framing: 32 KiB blocks of records
 ``crc32 (4) · length (2) · type (1) · payload``, a record split FIRST/MIDDLE/LAST across blocks
 where it does not fit; each reassembled payload is a ``Record`` protobuf. A file cut short (a run
 still going, or killed) yields the records before the cut.
@@ -9,6 +10,7 @@ import glob
 import json
 import os
 import struct
+from dataclasses import dataclass, field
 
 BLOCK, HEADER = 32 * 1024, 7
 FULL, LAST = 1, 4
@@ -76,3 +78,82 @@ def logged_history(run_dir: str) -> list[dict]:
         except (OSError, ValueError):
             continue
     return rows
+
+
+def _key(item) -> str:
+    return item.key or "/".join(item.nested_key)
+
+
+@dataclass
+class OfflineRun:
+    """The config, summary and history rows of one offline run, and its files directory."""
+
+    directory: str
+    config: dict = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)
+    history: list = field(default_factory=list)
+    id: str = ""
+    group: str = ""
+    job_type: str = ""
+    sweep_id: str = ""
+    project: str = ""
+    tags: list = field(default_factory=list)
+    exit_code: int | None = None
+    artifacts: list = field(default_factory=list)  # (name, type) of every artifact the run logged
+    staged: list = field(default_factory=list)  # the files wandb sync uploads for them (staged copies)
+    metrics: dict = field(default_factory=dict)  # define_metric: a metric's name → its step metric
+
+    def media(self, key: str) -> list[str]:
+        """Paths (on disk) of every image / table logged under ``key``."""
+        return [os.path.join(self.directory, "files", row[key]["path"]) for row in self.history if key in row]
+
+
+def read_offline_run(directory: str) -> OfflineRun:
+    """The offline run in ``directory`` (an ``offline-run-*`` folder)."""
+    run = OfflineRun(directory)
+    for path in glob.glob(os.path.join(glob.escape(directory), "run-*.wandb"))[:1]:
+        for record in records(path):
+            kind = record.WhichOneof("record_type")
+            if kind == "run":
+                run.id, run.group, run.job_type, run.tags = record.run.run_id, record.run.run_group, record.run.job_type, list(record.run.tags)
+                run.sweep_id, run.project = record.run.sweep_id, record.run.project
+                run.config.update({_key(i): json.loads(i.value_json) for i in record.run.config.update})
+            elif kind == "exit":
+                run.exit_code = record.exit.exit_code
+            elif kind == "metric":
+                run.metrics[record.metric.name or record.metric.glob_name] = record.metric.step_metric
+            elif kind == "artifact":
+                run.artifacts.append((record.artifact.name, record.artifact.type))
+                run.staged += [item.local_path for item in record.artifact.manifest.contents if item.local_path]
+            elif kind == "config":
+                run.config.update({_key(i): json.loads(i.value_json) for i in record.config.update})
+            elif kind == "summary":
+                run.summary.update({_key(i): json.loads(i.value_json) for i in record.summary.update})
+            elif kind == "history":
+                row = {}
+                for item in record.history.item:
+                    key = _key(item)
+                    for prefix in ("/path", "/_type"):  # image/table fields arrive flattened
+                        if key.endswith(prefix):
+                            row.setdefault(key[: -len(prefix)], {})[prefix[1:]] = json.loads(item.value_json)
+                            break
+                    else:
+                        row[key] = json.loads(item.value_json)
+                run.history.append(row)
+    return run
+
+
+def read_offline_runs(wandb_dir: str) -> list[OfflineRun]:
+    """The offline runs wandb wrote under ``wandb_dir`` (its ``wandb`` folder)."""
+    return [read_offline_run(d) for d in sorted(glob.glob(os.path.join(glob.escape(wandb_dir), "wandb", "offline-run-*")))]
+
+
+def offline_runs(root: str) -> list[OfflineRun]:
+    """Every offline run below ``root`` (a results root: cells, ABC sources, comparison runs),
+    walked without entering symlinked folders, each folder once."""
+    found = {}
+    for folder, subfolders, files in os.walk(root):
+        if os.path.basename(folder).startswith("offline-run-") and any(f.endswith(".wandb") for f in files):
+            found.setdefault(os.path.realpath(folder), folder)
+            subfolders.clear()
+    return [read_offline_run(d) for d in sorted(found.values())]
