@@ -624,7 +624,8 @@ def sweep_command(
         if subprocess.run(argv, env=env).returncode != 0:
             failed += 1
     console.print(f"sweep: {len(commands) - failed} runs finished, {failed} failed", highlight=False)
-    tracked = not any("--no-wandb" in argv for argv in commands)
+    train = typer.main.get_command(app).commands["train"]
+    tracked = not any("--no-wandb" in boolean_values(train, argv) for argv in commands)
     dirs = run_dirs(commands, env) if tracked else []
     records = [record for run_dir in dirs if os.path.isdir(run_dir) for record in collect(run_dir)]
     if records:

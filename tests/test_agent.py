@@ -64,9 +64,9 @@ def test_an_abc_cell_under_the_agent_is_three_runs_and_the_agents_run_reports_it
         monkeypatch.setenv(name, value)
     first = CliRunner().invoke(app, argv[3:])
     assert first.exit_code == 0, first.output
-    runs = {run.job_type + ("" if run.group.endswith("vanilla-s0-pad_width=11") else ":cell"): run for run in read_offline_runs(offline)}
-    assert set(runs) == {"train", "calibrate:cell", "train:cell"}, [(r.id, r.group, r.job_type) for r in runs.values()]
-    source, calibration, cell = runs["train"], runs["calibrate:cell"], runs["train:cell"]
+    runs = {run.job_type: run for run in read_offline_runs(offline)}
+    assert set(runs) == {"source", "calibration", "retraining"}, [(r.id, r.group, r.job_type) for r in runs.values()]
+    source, calibration, cell = runs["source"], runs["calibration"], runs["retraining"]
     assert len({source.id, calibration.id, cell.id}) == 3 and cell.id == "agentrun1"
     assert cell.sweep_id == SWEEP and source.sweep_id == calibration.sweep_id == ""
     assert {run.project for run in runs.values()} == {"abcmini-sweep"}
@@ -75,7 +75,7 @@ def test_an_abc_cell_under_the_agent_is_three_runs_and_the_agents_run_reports_it
     assert source.config["agent"] == {"sweep_id": SWEEP, "run_id": "agentrun1"} and source.id == (
         empty_cwd / "runs/small/successor/vanilla-s0-pad_width=11/wandb-id").read_text()
     assert calibration.config["calibration"]["kappa_cross"] == 2.0 and "kappa_cross" not in calibration.config
-    assert calibration.group == cell.group == "small/successor/abc-s0-kappa_cross=2.0"
+    assert source.group == calibration.group == cell.group == "small/successor/abc-s0-kappa_cross=2.0"  # one cell, one group
     # the agent's run: the cell, its overrides, its source's run, its results
     assert cell.config["overrides"] == {"kappa_cross": 2.0} and cell.config["label"] == "nope+abc"
     assert cell.config["kappa_cross"] == 2.0 and cell.config["source_run"] == source.id

@@ -1,6 +1,7 @@
 """Every sweep in sweeps/ is valid for wandb's sweep engine and expands to valid CLI calls."""
 
 import glob
+import json
 import os
 import shlex
 
@@ -114,3 +115,29 @@ def test_every_sweep_names_its_project_and_runs_the_interpreter_running_abcmini(
     config = load_sweep(path)
     assert config["project"] == "abcmini"
     assert config["command"][:2] == ["${env}", "${interpreter}"] and command_line(config, {"seed": 0})[0] == sys.executable
+
+
+def test_the_smoke_sweep_runs_whole_and_ends_in_a_comparison_run(tmp_path):
+    """sweeps/smoke.yaml: two tiny real runs, tracked offline, then the comparison run naming both."""
+    import subprocess
+    import sys
+
+    from abcmini.outputs.wandb_files import offline_runs
+
+    (tmp_path / "wandb-dir").mkdir()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path / "wandb-dir")}
+    done = subprocess.run([sys.executable, "-m", "cli", "sweep", os.path.join(ROOT, "sweeps", "smoke.yaml")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 runs finished, 0 failed" in done.stdout and "comparison: wandb run" in done.stdout
+    runs = offline_runs(tmp_path / "wandb-dir")
+    trained = [run for run in runs if run.job_type == "train"]
+    assert sorted(run.config["label"] for run in trained) == ["vanilla", "vanilla+w=1"]
+    assert all("sweep:smoke" in run.tags and run.exit_code == 0 for run in trained)
+    (comparison,) = [run for run in runs if run.job_type == "comparison"]
+    assert comparison.group == "sweep/smoke" and comparison.config["sweep"] == "smoke"
+    assert {(run["method"], run["wandb_id"]) for run in comparison.config["runs"]} == {(run.config["label"], run.id) for run in trained}
+    (series,) = comparison.media("comparison/successor_table")
+    with open(series) as f:
+        table = json.load(f)
+    assert {row[1] for row in table["data"]} == {"vanilla", "vanilla+w=1"} and {row[0] for row in table["data"]} == {6, 12}

@@ -3,6 +3,8 @@
 import hashlib
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 from PIL import Image
@@ -10,7 +12,7 @@ from typer.testing import CliRunner
 
 from abcmini.recipes import PAPER
 from cli import app
-from abcmini.outputs.wandb_files import read_offline_runs
+from abcmini.outputs.wandb_files import offline_runs, read_offline_runs
 
 pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
 
@@ -48,7 +50,7 @@ def test_training_logs_config_curves_heatmaps_and_extrapolation(offline, tmp_pat
     steps_with_loss = [row["_step"] for row in run.history if "train/loss" in row]
     assert steps_with_loss == [10, 20, 30] and all("train/lr" in row for row in run.history if "train/loss" in row)
     assert [row["_step"] for row in run.history if "valid/exact_match" in row] == [10, 20, 30]
-    for key in ("attention/cross", "attention/self", "bias/cross", "bias/self"):
+    for key in ("attention/7-digits/cross", "attention/20-digits/self", "attention/100-digits/cross", "bias/cross", "bias/self"):
         (png,) = run.media(key)
         width, height = image_size(png)
         assert width > 200 and height > 200, key
@@ -167,42 +169,88 @@ def test_calibration_logs_attention_and_bias_heatmaps(offline, tmp_path):
 SMALL = "base: quick\npad_width: 12\nabc_pad_width: 11\nlengths: [6, 12]\neval_every: 100\nvalid_size: 300\nabc_train_on: 1.0\ncalibration: {samples: 200, kappa_cross: 2.5}\n"
 
 
-def test_reproduce_tracks_every_stage_of_an_abc_cell_and_records_a_failure(offline, tmp_path):
+def leet(path) -> list[dict]:
+    """Every record of an offline run, read with wandb's own reader (``wandb leet inspect --json``)."""
+    done = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(path)], capture_output=True, text=True,
+                          check=True)
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def test_reproduce_tracks_every_stage_of_an_abc_cell_compares_the_methods_and_records_a_failure(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_DIR")  # every run in its own run directory, as a user's runs are
+    monkeypatch.delenv("WANDB_MODE")
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
     recipe, doomed = tmp_path / "small.yaml", tmp_path / "doomed.yaml"
     recipe.write_text(SMALL)
     doomed.write_text(SMALL + "steps: 20\nname: doomed\n")  # a source that cannot interpolate in 20 steps
-    ok = invoke("reproduce", "--recipe", recipe, "--tasks", "successor", "--methods", "abc", "--seeds", 0, "--workers", 1,
+    ok = invoke("reproduce", "--recipe", recipe, "--tasks", "successor", "--methods", "vanilla,abc", "--seeds", 0, "--workers", 1,
                 "--out", tmp_path / "ok")
     assert ok.exit_code == 0, ok.output
-    again = invoke("reproduce", "--recipe", recipe, "--tasks", "successor", "--methods", "abc", "--seeds", 0, "--workers", 1,
+    again = invoke("reproduce", "--recipe", recipe, "--tasks", "successor", "--methods", "vanilla,abc", "--seeds", 0, "--workers", 1,
                    "--out", tmp_path / "ok", "--no-wandb")
-    assert "2/2 cells" in again.output  # a finished run is counted once, not again when the resume passes it
+    assert "3/3 cells" in again.output  # a finished run is counted once, not again when the resume passes it
     failed = invoke("reproduce", "--recipe", doomed, "--tasks", "successor", "--methods", "abc", "--seeds", 0, "--workers", 1,
                     "--out", tmp_path / "failed")
     assert failed.exit_code == 1 and "has not interpolated" in failed.output
-    runs = {(run.config["recipe"], run.group, run.job_type): run for run in read_offline_runs(offline)}
-    source = runs["small", "small/successor/vanilla-s0-pad_width=11", "train"]
-    calibration = runs["small", "small/successor/abc-s0", "calibrate"]
-    retrained = runs["small", "small/successor/abc-s0", "train"]
+    found = offline_runs(tmp_path)
+    runs = {(run.config.get("recipe"), run.group, run.job_type): run for run in found}
+    assert len(runs) == len(found)
+    # an ABC cell is three runs in the cell's group: source, calibration, retraining
+    source = runs["small", "small/successor/abc-s0", "source"]
+    calibration = runs["small", "small/successor/abc-s0", "calibration"]
+    retrained = runs["small", "small/successor/abc-s0", "retraining"]
+    assert source.directory.startswith(str(tmp_path / "ok" / "successor" / "vanilla-s0-pad_width=11"))
     # the source's training curve, the calibration heatmaps, the retrained run's extrapolation curve
     assert [row["_step"] for row in source.history if "valid/exact_match" in row][:2] == [100, 200]
     assert all(len(calibration.media(f"calibration/{name}")) == 1 for name in ("attention_cross", "bias_cross", "bias_self"))
     assert len(retrained.media("extrapolation/table")) == 1 and {"acc@6", "acc@12"} <= set(retrained.summary)
-    # tied by artifacts: source model → bias → retrained model
+    # attention of every layer and head at the training length and two test lengths; the bias as a table of its lines
+    for run in (source, retrained):
+        assert all(len(run.media(f"attention/{n}-digits/{kind}")) == 1 for n in (7, 20, 100) for kind in ("cross", "self"))
+    (lines,) = retrained.media("bias/lines")
+    table = json.loads(open(lines).read())
+    assert table["columns"] == ["layer", "attention", "direction", "head", "line", "value"] and table["data"]
+    assert len(table["data"]) == sum(len(line.split(": ")[1].split(",")) for line in json.loads(
+        (tmp_path / "ok" / "successor" / "abc-s0" / "eval.json").read_text())["lines"])  # every open line of the record
+    # tied by artifacts: source model → bias → retrained model; their files staged inside the results root
     logged = lambda run: [a for a in run.artifacts if a[1] != "run_table"]  # noqa: E731 — wandb stores tables as artifacts too
     assert logged(source) == [("model-small-successor-vanilla-s0-pad_width-11", "model")]
     assert calibration.config["uses"] == ["model-small-successor-vanilla-s0-pad_width-11"]
     assert logged(calibration) == [("abc-bias-small-successor-abc-s0", "abc-bias")]
     assert retrained.config["uses"] == ["abc-bias-small-successor-abc-s0"]
     assert logged(retrained) == [("model-small-successor-abc-s0", "model")]
+    staged = [path for run in found for path in run.staged]
+    assert staged and all(path.startswith(str(tmp_path)) and os.path.exists(path) for path in staged)
     for run in (source, calibration, retrained):
         assert run.exit_code == 0 and {"successor", "small"} <= set(run.tags) and run.config["version"]
         assert run.config["commit"] is None or len(run.config["commit"]) >= 40
     assert retrained.config["method"] == "nope+abc" and "abc" in retrained.tags
+    # the comparison run, read back with wandb's own reader: a line series per task holding every method
+    (comparison,) = [run for run in found if run.job_type == "comparison" and run.group == "small/comparison"]
+    records = leet(comparison.directory)
+    updates = [r["run"]["config"] if r["type"] == "run" else r["config"] for r in records if r["type"] in ("run", "config")]
+    config = {key: value for update in updates for key, value in update["update"].items()}
+    assert config["_wandb.visualize.comparison/successor"]["panel_config"]["panelDefId"] == "wandb/lineseries/v0"
+    assert {(run["method"], run["run"]) for run in config["runs"]} == {("vanilla", "successor/vanilla-s0"),
+                                                                       ("nope+abc", "successor/abc-s0")}
+    (series,) = comparison.media("comparison/successor_table")
+    data = json.loads(open(series).read())
+    assert {row[data["columns"].index("lineKey")] for row in data["data"]} == {"vanilla", "nope+abc"}
+    (report_table,) = comparison.media("tables/successor")
+    assert json.loads(open(report_table).read())["columns"] == ["method", "6", "12"]
+    # the sync command over that root: every run (sources and the comparison included) and the edges it would restore
+    plan = invoke("sync", tmp_path / "ok", "--dry-run")
+    assert plan.exit_code == 0, plan.output
+    for run in (source, calibration, retrained, comparison):
+        assert f"  {run.id}  " in plan.output
+    assert f"Api().run('ENTITY/abcmini/{retrained.id}').use_artifact('ENTITY/abcmini/abc-bias-small-successor-abc-s0:latest')" in plan.output
+    assert f"(logged by {calibration.id})" in plan.output and "2 lineage edges" in plan.output
+    refused = invoke("sync", tmp_path / "ok")  # without a key: one line, nothing uploaded
+    assert refused.exit_code == 2 and refused.output.count("\n") == 1 and "no wandb API key" in refused.output
     # the failing cell: its source trained, its calibration failed, and wandb knows it
-    assert runs["doomed", "doomed/successor/vanilla-s0-pad_width=11", "train"].exit_code == 0
-    assert runs["doomed", "doomed/successor/abc-s0", "calibrate"].exit_code == 1
-    assert ("doomed", "doomed/successor/abc-s0", "train") not in runs
+    assert runs["doomed", "doomed/successor/abc-s0", "source"].exit_code == 0
+    assert runs["doomed", "doomed/successor/abc-s0", "calibration"].exit_code == 1
+    assert ("doomed", "doomed/successor/abc-s0", "retraining") not in runs
 
 
 def test_a_resumed_run_continues_its_wandb_run(offline, tmp_path):

@@ -50,7 +50,7 @@ def describe(runs: list[OfflineRun], found: list[Edge], root: str, entity: str |
     then each edge as the API call that restores it."""
     lines = [f"{len(runs)} offline runs under {root}:"]
     lines += [f"  {run.id}  {run.project}  {run.group}  {run.job_type}  {os.path.relpath(run.directory, root)}" for run in runs]
-    lines.append("upload: " + " ".join(sync_command(runs, entity, project)[1:]))
+    lines.append("upload: wandb " + " ".join(sync_command(runs, entity, project)[3:]))
     lines.append(f"{len(found)} lineage edges to restore:")
     projects = {run.id: project or run.project for run in runs}
     for edge in found:
@@ -95,13 +95,13 @@ def sync(root: str, entity: str | None, project: str | None, dry_run: bool, say=
 
     if not os.path.isdir(root):
         raise UserError(f"results root {root!r} is not a directory")
+    if not dry_run and not has_api_key():
+        raise UserError("no wandb API key (WANDB_API_KEY or wandb login): nothing was uploaded; --dry-run shows the plan")
     runs = offline_runs(root)
     found = edges(runs)
     for line in describe(runs, found, root, entity, project):
         say(line)
     if dry_run or not runs:
         return
-    if not has_api_key():
-        raise UserError("no wandb API key (WANDB_API_KEY or wandb login): nothing was uploaded; --dry-run shows the plan")
     upload(runs, entity, project)
     say(f"restored {restore(runs, found, entity, project)} lineage edges ({len(found)} recorded; the others were there already)")

@@ -9,7 +9,8 @@ Only saving needs a server; the objects are built and checked offline.
 from abcmini.outputs.compare import LOG_FROM
 from abcmini.outputs.report import cell_order, pool
 
-MEDIA = ("attention/cross", "attention/self", "bias/cross", "bias/self", "calibration/attention_cross", "calibration/bias_cross")
+MEDIA = (*(f"attention/{n}-digits/{kind}" for n in (7, 20, 100) for kind in ("cross", "self")),  # pipeline.PICTURE_LENGTHS
+         "bias/cross", "bias/self", "calibration/attention_cross", "calibration/bias_cross")
 
 
 def panels(longest: int, reports) -> list:
@@ -34,14 +35,15 @@ def build(records: list[dict], entity: str, project: str) -> tuple[list, object]
     tasks = list(dict.fromkeys(task for task, _ in sorted({(r["task"], "") for r in kept}, key=cell_order)))
     longest = {task: max(int(n) for r in kept if r["task"] == task for n in r["accuracy"]) for task in tasks}
     scope = [ws.Config("recipe") == recipes[0]] if len(recipes) == 1 else []
+    of = lambda task: ws.And(*scope, ws.Config("task") == task)  # noqa: E731 — the runs of one task
     views = [ws.Workspace(entity=entity, project=project, name=f"abcmini {' '.join(recipes)} · {task}",
                           sections=[ws.Section(name=f"{task}: methods compared", panels=panels(longest[task], reports), is_open=True)],
-                          runset_settings=ws.RunsetSettings(filters=[*scope, ws.Config("task") == task], groupby=[ws.Config("label")]))
+                          runset_settings=ws.RunsetSettings(filters=of(task), groupby=[ws.Config("label")]))
              for task in tasks]
     blocks = [reports.P(f"Result records of recipe {', '.join(recipes) or '(none)'}: {len(kept)} runs. Each section: the runs of one "
                         "task grouped by method (config label).")]
     for task in tasks:
-        runset = reports.Runset(entity=entity, project=project, name=task, filters=[*scope, ws.Config("task") == task],
+        runset = reports.Runset(entity=entity, project=project, name=task, filters=of(task),
                                 groupby=["label"])
         blocks += [reports.H2(task), reports.PanelGrid(runsets=[runset], panels=panels(longest[task], reports))]
     report = reports.Report(project=project, entity=entity, title=f"abcmini: {', '.join(recipes) or 'results'} compared", blocks=blocks)
