@@ -77,6 +77,7 @@ def test_eval_logs_the_curve_and_acc_summaries(offline, tmp_path):
     (run,) = read_offline_runs(offline)
     assert {key for key in run.summary if key.startswith("acc@")} == {"acc@1", "acc@3", "acc@7"}
     assert run.config["method"] == "vanilla" and len(run.media("extrapolation/table")) == 1
+    assert all(len(run.media(f"attention/{n}-digits/cross")) == 1 for n in (7, 20, 100))  # where the tested model attends
     # which model it evaluated: the checkpoint's path, content hash and step, and its artifact's name
     digest = hashlib.sha256((out / "checkpoint.pt").read_bytes()).hexdigest()
     assert run.config["weights"] == {"checkpoint": str(out / "checkpoint.pt"), "sha256": digest, "step": 5}

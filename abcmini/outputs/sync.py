@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 
 from abcmini.errors import UserError
+from abcmini.outputs.track import has_api_key
 from abcmini.outputs.wandb_files import OfflineRun, offline_runs
 
 
@@ -91,8 +92,6 @@ def restore(runs: list[OfflineRun], found: list[Edge], entity: str | None, proje
 
 def sync(root: str, entity: str | None, project: str | None, dry_run: bool, say=print) -> None:
     """Find the runs and their edges under ``root``; print the plan (``dry_run``) or carry it out."""
-    from abcmini.outputs.track import has_api_key
-
     if not os.path.isdir(root):
         raise UserError(f"results root {root!r} is not a directory")
     if not dry_run and not has_api_key():
