@@ -105,6 +105,7 @@ def fit(trainer: Trainer, role: str, hooks: Hooks, tracker: Tracker) -> dict:
 
 
 PICTURE_LENGTHS = (POOL_DIGITS, 20, 100)  # the attention pictures: the longest training length and two test lengths
+LINE_COLUMNS = ("layer", "attention", "direction", "head", "line", "value")  # an ABC bias as a table
 
 
 def picture_examples(experiment: Experiment | None, cfg: RunConfig, device, lengths=PICTURE_LENGTHS) -> dict[int, Example]:
@@ -131,18 +132,17 @@ def log_pictures(tracker: Tracker, model, experiment: Experiment | None, cfg: Ru
     bias) per head at ``example``'s geometry, an ABC bias also as a table of its open lines."""
     if tracker.run is None:
         return
-    device = next(model.parameters()).device
-    figures = attention_figures(model, picture_examples(experiment, cfg, device), cfg.label)
-    if model.scaffold is not None and example is not None:
-        figures |= bias_figures(model.scaffold, example.tgt_out.shape[1], detokenize(example.src[0]), cfg.label)
+    figures = {}
+    with tracker.guard():  # a picture that cannot be drawn turns tracking off, never ends the run
+        device = next(model.parameters()).device
+        figures = attention_figures(model, picture_examples(experiment, cfg, device), cfg.label)
+        if model.scaffold is not None and example is not None:
+            figures |= bias_figures(model.scaffold, example.tgt_out.shape[1], detokenize(example.src[0]), cfg.label)
     tracker.images(figures, step=step)
     for fig in figures.values():
         close(fig)
     if isinstance(model.scaffold, (Calibrated, PerLayer)):
         tracker.table("bias/lines", LINE_COLUMNS, line_rows(model.scaffold))
-
-
-LINE_COLUMNS = ("layer", "attention", "direction", "head", "line", "value")
 
 
 def log_model(tracker: Tracker, trainer: Trainer, experiment: Experiment) -> None:
