@@ -21,6 +21,9 @@ small tmpfs), 3 user files where abcmini writes, 4 results roots with symlink lo
 devices and unreadable files, 5 hostile recipe and sweep files, 6 bad arguments and corrupt run
 files, 7 environment (HOME, wandb settings, closed or full stdout).
 
+Every command runs with at most 6 GiB of data (RLIMIT_DATA), so a case that allocates without
+bound fails instead of starving the machine.
+
 Run it (as root: tmpfs mounts, capability dropping for unreadable files) from the repository:
 
     python scripts/probe.py                 # every family
@@ -39,6 +42,8 @@ import json
 import os
 import random
 import re
+import resource
+import select
 import shlex
 import shutil
 import signal
@@ -54,6 +59,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = os.path.join(REPO, ".venv", "bin", "python")
 LOGS = "/work/logs"
 TIMEOUT = 120
+MEMORY = 6 << 30
 ENV_DIR = ".probe-env"  # the case's home and wandb folders: the environment, not the user's files
 DROP_CAPS = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search", "--"]
 
@@ -177,6 +183,12 @@ def head_tail(text: str, head: int = 25, tail: int = 15) -> list[str]:
     return lines[:head] + [f"... ({len(lines) - head - tail} lines) ..."] + lines[-tail:]
 
 
+def limit_memory() -> None:
+    """At most MEMORY bytes of data per process, so that a case that allocates without bound
+    fails instead of starving the machine."""
+    resource.setrlimit(resource.RLIMIT_DATA, (MEMORY, MEMORY))
+
+
 def run(case: Case, args, directory: str, groups: list, kill=None, limits=True) -> dict:
     """One command in ``directory``; ``kill`` = (signal, moment) sends the signal to the process
     (not its group) at that moment."""
@@ -186,12 +198,16 @@ def run(case: Case, args, directory: str, groups: list, kill=None, limits=True) 
     stdout = {"full": open("/dev/full", "wb"), "close": subprocess.PIPE}.get(case.stdout if limits else "pipe", out)
     start = time.monotonic()
     proc = subprocess.Popen(argv, cwd=directory, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=err,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=limit_memory)
     groups.append(proc.pid)
     sent = None
-    if stdout is subprocess.PIPE:  # read one line, then close the pipe like `| head -1`
-        line = proc.stdout.readline()
-        out.write(line)
+    if stdout is subprocess.PIPE:  # read up to the first line, then close the pipe like `| head -1`
+        while time.monotonic() - start < case.timeout:
+            ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+            chunk = os.read(proc.stdout.fileno(), 4096) if ready else b""
+            out.write(chunk)
+            if b"\n" in chunk or (ready and not chunk):
+                break
         proc.stdout.close()
     if kill:
         signum, moment = kill
@@ -456,7 +472,7 @@ def write(directory: str, name, content, mode: int | None = None) -> None:
 
 
 def copy_run(directory: str, name="run", source="run") -> None:
-    shutil.copytree(os.path.join(FIXTURES, source), os.path.join(os.fsencode(directory), os.fsencode(name)), symlinks=True)
+    shutil.copytree(os.fsencode(os.path.join(FIXTURES, source)), os.path.join(os.fsencode(directory), os.fsencode(name)), symlinks=True)
 
 
 def copy_root(directory: str, name="root") -> None:
@@ -872,7 +888,7 @@ def family_5() -> list[Case]:
         ("a top-level string", lambda: "quick\n"),
         ("unclosed flow list", lambda: "base: quick\nlengths: [3, 5\n"),
         ("tabs for indentation", lambda: "base: quick\ncalibration:\n\tsamples: 20\n"),
-        ("nesting 100000 deep", lambda: "base: quick\nlengths: " + "[" * 100000 + "]" * 100000 + "\n"),
+        ("nesting 30000 deep", lambda: "base: quick\nlengths: " + "[" * 30000 + "]" * 30000 + "\n"),
         ("a python tag", lambda: "base: quick\nsteps: !!python/object/apply:os.system ['touch pwned']\n"),
         ("binary junk", lambda: bytes(rng.getrandbits(8) for _ in range(4096))),
         ("non-UTF-8 bytes", lambda: b"base: quick\nsteps: \xff\xfe\n"),
@@ -882,9 +898,13 @@ def family_5() -> list[Case]:
     for words, content in recipes:
         text = content()
         make = setup(f"recipe.yaml: {words}", file("recipe.yaml", text))
-        cases.append(Case(5, f"recipe: {words}", ["recipe", "recipe.yaml"], setup=make, fast=5.0,
+        cases.append(Case(5, f"recipe: {words}", ["recipe", "recipe.yaml"], setup=make, fast=5.0, timeout=60,
                           check=nothing_created("pwned") if "python" in words else None,
                           expect="any" if words == "a small alias" else "bad"))
+    for words in ("steps: -5", "pad_width: 0", "lengths: [-3]", "lengths: []", "an empty file"):
+        text = dict(recipes)[words]()
+        cases.append(Case(5, f"train --recipe ({words}) --dry-run", ["train", "--recipe", "recipe.yaml", "--no-wandb", "--dry-run"],
+                          setup=setup(f"recipe.yaml: {words}", file("recipe.yaml", text)), fast=5.0, timeout=60))
     cases.append(Case(5, "recipe: a base: cycle a.yaml <-> b.yaml", ["recipe", "a.yaml"], fast=5.0,
                       setup=setup("a.yaml: base: b.yaml; b.yaml: base: a.yaml", file("a.yaml", "base: b.yaml\n"), file("b.yaml", "base: a.yaml\n"))))
     cases.append(Case(5, "recipe: a directory", ["recipe", "dir.yaml"], fast=5.0, setup=setup("dir.yaml/: a directory", folder("dir.yaml"))))
@@ -907,7 +927,7 @@ def family_5() -> list[Case]:
                           setup=lambda d, make=make: (copy_run(d), make(d))[1] + "; a trained run in run/", fast=5.0))
     sweeps = [
         ("a YAML alias bomb", alias_bomb().replace("steps: 40", "program: cli.py\nmethod: grid")),
-        ("25 MB", SWEEP + ("# " + "x" * 98 + "\n") * 250000),
+        ("25 MB of comments", SWEEP + ("# " + "x" * 98 + "\n") * 250000),
         ("an empty file", ""),
         ("binary junk", bytes(rng.getrandbits(8) for _ in range(4096))),
         ("a grid of a million values", SWEEP.replace("seed: {value: 0}", "seed: {values: [" + ", ".join(map(str, range(1000000))) + "]}")),
@@ -917,13 +937,44 @@ def family_5() -> list[Case]:
         ("steps: a string", SWEEP.replace("steps: {value: 20}", "steps: {value: twenty}")),
         ("a top-level list", "- program\n- cli.py\n"),
     ]
+    valid = ("25 MB of comments", "program: another script")  # valid sweeps: they may run
     for words, text in sweeps:
         cases.append(Case(5, f"sweep: {words}", ["sweep", "sweep.yaml"], setup=setup(f"sweep.yaml: {words}", file("sweep.yaml", text)),
-                          fast=5.0 if words not in ("a parameter abcmini does not take", "steps: a string") else 30.0))
+                          expect="any" if words in valid else "bad", timeout=120 if words in valid else 60,
+                          fast=None if words in valid else 5.0 if words not in ("a parameter abcmini does not take", "steps: a string") else 30.0))
     cases.append(Case(5, "sweep: a directory", ["sweep", "sweep.yaml"], fast=5.0, setup=setup("sweep.yaml/: a directory", folder("sweep.yaml"))))
-    cases.append(Case(5, "sweep: a FIFO", ["sweep", "sweep.yaml"], fast=5.0, setup=setup("sweep.yaml: a FIFO", fifo("sweep.yaml"))))
+    cases.append(Case(5, "sweep: a FIFO", ["sweep", "sweep.yaml"], fast=5.0, timeout=60, setup=setup("sweep.yaml: a FIFO", fifo("sweep.yaml"))))
     cases.append(Case(5, "sweep: /dev/zero", ["sweep", "/dev/zero"], fast=5.0))
     return cases
+
+
+def corrupt_run_files(run: str) -> list:
+    """Ways a run's files get damaged: (words, setup step), for the run folder ``run``."""
+    def replace_by_folder(d):
+        os.remove(os.path.join(d, run, "checkpoint.pt"))
+        os.mkdir(os.path.join(d, run, "checkpoint.pt"))
+    return [
+        ("checkpoint.pt truncated to half", truncate(f"{run}/checkpoint.pt", 0.5)),
+        ("checkpoint.pt empty", truncate(f"{run}/checkpoint.pt", 0)),
+        ("checkpoint.pt text", file(f"{run}/checkpoint.pt", "not a checkpoint\n")),
+        ("checkpoint.pt random bytes", file(f"{run}/checkpoint.pt", bytes(random.Random(1).getrandbits(8) for _ in range(50000)))),
+        ("checkpoint.pt a directory", replace_by_folder),
+        ("checkpoint.pt of another model (one more encoder layer)",
+         lambda d: shutil.copy(os.path.join(FIXTURES, "run-other", "checkpoint.pt"), os.path.join(d, run, "checkpoint.pt"))),
+        ("eval.json truncated", truncate(f"{run}/eval.json", 0.5)),
+        ("eval.json not JSON", file(f"{run}/eval.json", "not json\n")),
+        ("eval.json a list", file(f"{run}/eval.json", "[]\n")),
+        ("eval.json accuracy a list", edit_json(f"{run}/eval.json", lambda j: j.update(accuracy=[1, 2]))),
+        ("eval.json seed a string", edit_json(f"{run}/eval.json", lambda j: j.update(seed="zero"))),
+        ("experiment.json truncated", truncate(f"{run}/experiment.json", 0.5)),
+        ("experiment.json not JSON", file(f"{run}/experiment.json", "not json\n")),
+        ("experiment.json a list", file(f"{run}/experiment.json", "[]\n")),
+        ("experiment.json run a string", edit_json(f"{run}/experiment.json", lambda j: j.update(run="x"))),
+        ("experiment.json without run", edit_json(f"{run}/experiment.json", lambda j: j.pop("run"))),
+        ("experiment.json pad_width a string", edit_json(f"{run}/experiment.json", lambda j: j["run"].update(pad_width="x"))),
+        ("experiment.json lengths [-1]", edit_json(f"{run}/experiment.json", lambda j: j.update(lengths=[-1]))),
+        ("experiment.json missing", lambda d: os.remove(os.path.join(d, run, "experiment.json"))),
+    ]
 
 
 def family_6() -> list[Case]:
@@ -954,37 +1005,18 @@ def family_6() -> list[Case]:
     have_run = run_copy()
     evaluate = ["eval", "run", "--lengths", "3,5", "--no-wandb"]
     calibrate = ["calibrate", "run", "--min-accuracy", "0", "--samples", "20", "--no-wandb", "--out", "cal/bias.pt"]
-    corrupt = [
-        ("checkpoint.pt truncated to half", truncate("run/checkpoint.pt", 0.5)),
-        ("checkpoint.pt empty", truncate("run/checkpoint.pt", 0)),
-        ("checkpoint.pt text", file("run/checkpoint.pt", "not a checkpoint\n")),
-        ("checkpoint.pt random bytes", file("run/checkpoint.pt", bytes(random.Random(1).getrandbits(8) for _ in range(50000)))),
-        ("checkpoint.pt a directory", lambda d: (os.remove(os.path.join(d, "run/checkpoint.pt")), os.mkdir(os.path.join(d, "run/checkpoint.pt")))),
-        ("checkpoint.pt of another model (one more encoder layer)",
-         lambda d: shutil.copy(os.path.join(FIXTURES, "run-other", "checkpoint.pt"), os.path.join(d, "run/checkpoint.pt"))),
-        ("eval.json truncated", truncate("run/eval.json", 0.5)),
-        ("eval.json not JSON", file("run/eval.json", "not json\n")),
-        ("eval.json a list", file("run/eval.json", "[]\n")),
-        ("eval.json accuracy a list", edit_json("run/eval.json", lambda j: j.update(accuracy=[1, 2]))),
-        ("experiment.json truncated", truncate("run/experiment.json", 0.5)),
-        ("experiment.json not JSON", file("run/experiment.json", "not json\n")),
-        ("experiment.json a list", file("run/experiment.json", "[]\n")),
-        ("experiment.json run a string", edit_json("run/experiment.json", lambda j: j.update(run="x"))),
-        ("experiment.json without run", edit_json("run/experiment.json", lambda j: j.pop("run"))),
-        ("experiment.json pad_width a string", edit_json("run/experiment.json", lambda j: j["run"].update(pad_width="x"))),
-        ("experiment.json lengths [-1]", edit_json("run/experiment.json", lambda j: j.update(lengths=[-1]))),
-        ("experiment.json missing", lambda d: os.remove(os.path.join(d, "run/experiment.json"))),
-    ]
-    for words, step in corrupt:
+    for words, step in corrupt_run_files("run"):
         make = setup(f"a trained run in run/ with {words}", have_run, step)
         cases.append(Case(6, f"eval, {words}", evaluate, setup=make))
         if not words.startswith("eval.json"):
             cases.append(Case(6, f"calibrate, {words}", calibrate, setup=make))
         if words.startswith("checkpoint.pt truncated") or words.startswith("experiment.json not"):
             cases.append(Case(6, f"train --resume, {words}", [*base[:-2], "--out", "run", "--resume"], setup=make))
-    for words, step in corrupt[6:10]:
-        cases.append(Case(6, f"report, {words}", ["report", "root"],
-                          setup=setup(f"a results root with {words}", root_copy(), lambda d, s=step: s(os.path.join(d, "root/successor/vanilla-s0")[:-3]))))
+    for words, step in corrupt_run_files("root/successor/vanilla-s0"):
+        if words.startswith("eval.json"):
+            for command in ("report", "dashboard"):
+                cases.append(Case(6, f"{command}, {words}", [command, "root"],
+                                  setup=setup(f"a results root holding one run, its {words}", root_copy(), step)))
     for command in ("eval", "calibrate"):
         args = evaluate if command == "eval" else calibrate
         cases.append(Case(6, f"{command} of a missing run", args))
@@ -1100,6 +1132,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Robustness probe of the abcmini command line.")
     parser.add_argument("--family", type=int, nargs="*", default=list(FAMILIES), help="families to run (default: all)")
     parser.add_argument("--match", default="", help="only cases whose name contains this")
+    parser.add_argument("--reuse-fixtures", action="store_true", help="reuse the fixtures of the last run")
     parser.add_argument("--keep", action="store_true", help="keep the directories of failing cases")
     parser.add_argument("--json", default=os.path.join(LOGS, "probe.json"))
     parser.add_argument("--md", default=os.path.join(LOGS, "probe.md"))
@@ -1108,8 +1141,15 @@ def main() -> None:
         sys.exit("run as root: cases mount tmpfs and drop CAP_DAC_OVERRIDE")
     os.makedirs(LOGS, exist_ok=True)
     start = time.monotonic()
-    print("fixtures", flush=True)
-    build_fixtures()
+    times = os.path.join(FIXTURES, "times.json")
+    if options.reuse_fixtures and os.path.isfile(times):
+        with open(times) as f:
+            TIMES.update(json.load(f))
+    else:
+        print("fixtures", flush=True)
+        build_fixtures()
+        with open(times, "w") as f:
+            json.dump(TIMES, f)
     builders = {1: family_1, 2: family_2, 3: family_3, 4: family_4, 5: family_5, 6: family_6, 7: family_7}
     cases = [case for n in options.family for case in builders[n]() if options.match in case.name]
     print(f"{len(cases)} cases", flush=True)
