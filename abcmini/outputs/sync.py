@@ -71,12 +71,13 @@ def upload(runs: list[OfflineRun], entity: str | None, project: str | None) -> N
         raise UserError(f"wandb sync failed (exit code {done.returncode}); the runs stay offline, run the same command again")
 
 
-def restore(runs: list[OfflineRun], found: list[Edge], entity: str | None, project: str | None) -> int:
-    """Each edge as ``use_artifact`` through the public API, where the run does not already use
-    the artifact; returns how many were added."""
-    import wandb
+def restore(runs: list[OfflineRun], found: list[Edge], entity: str | None, project: str | None, api=None) -> int:
+    """Each edge as ``use_artifact`` through the public API (``api``, default ``wandb.Api()``),
+    where the run does not already use the artifact; returns how many were added."""
+    if api is None:
+        import wandb
 
-    api = wandb.Api()
+        api = wandb.Api()
     entity = entity or api.default_entity
     projects = {run.id: project or run.project for run in runs}
     added = 0
