@@ -592,7 +592,7 @@ def reproduce_command(
 @app.command("sweep")
 def sweep_command(
     file: str = typer.Argument(..., help="A wandb sweep YAML (program: cli.py), e.g. sweeps/paper-grid.yaml."),
-    count: int = typer.Option(None, min=1, help="Run at most this many (required for random and bayes searches)."),
+    count: int = typer.Option(None, min=1, max=10_000, help="Run at most this many (required for random and bayes searches)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the command of every run and exit."),
 ):
     """Run a sweep with no wandb server: wandb's sweep engine expands it locally and the runs go one after another, each exactly the command wandb agent would run."""

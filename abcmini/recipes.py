@@ -109,7 +109,7 @@ def load_recipe(name_or_path: str, _chain: tuple = ()) -> Recipe:
         if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
             raise ConfigError(f"recipe file {name_or_path!r} uses YAML aliases (*name); write each value out")
         data = yaml.safe_load(text) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+    except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError) as error:
         raise ConfigError(f"recipe file {name_or_path!r} is unreadable ({type(error).__name__})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"recipe file {name_or_path!r} does not hold a mapping of fields")

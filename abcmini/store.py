@@ -55,16 +55,20 @@ def _umask() -> int:
 UMASK = _umask()
 
 
+TMP_MARK = "abcmini-"  # in the name of every temporary file atomic_write makes
+
+
 def atomic_write(path: str, write) -> None:
     """``write(file)`` into a new temporary file of a unique name beside ``path`` (``O_EXCL``:
-    never a file or symlink that was there), then rename it over ``path``; temporary files of
-    this path that a killed write left behind go first."""
+    never a file or symlink that was there), ``NAME.abcmini-XXXXXXXX.tmp``, then rename it over
+    ``path``; temporary files of that shape that a killed write left behind go first (a user's
+    ``NAME.backup01.tmp`` is not of that shape and stays)."""
     tmp = None
     directory, name = os.path.dirname(os.path.abspath(path)), os.path.basename(path)
-    for stale in glob.glob(os.path.join(glob.escape(directory), f"{glob.escape(name)}.{'[a-z0-9_]' * 8}.tmp")):
+    for stale in glob.glob(os.path.join(glob.escape(directory), f"{glob.escape(name)}.{TMP_MARK}{'[a-z0-9_]' * 8}.tmp")):
         os.remove(stale)  # what an earlier write to this path left when it was killed
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f"{os.path.basename(path)}.", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
+        fd, tmp = tempfile.mkstemp(prefix=f"{name}.{TMP_MARK}", suffix=".tmp", dir=directory)
         os.fchmod(fd, 0o666 & ~UMASK)  # the mode an ordinary new file gets, not mkstemp's 0600
         with os.fdopen(fd, "wb") as f:
             write(f)

@@ -4,6 +4,7 @@
 """
 
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -13,6 +14,8 @@ import yaml
 from abcmini.errors import UserError
 
 MACROS = ("${env}", "${interpreter}", "${program}", "${args}")
+MAX_SWEEP_BYTES = 64 * 1024  # checked before the file is parsed
+MAX_RUNS = 10_000  # runs of one sweep, checked before the engine expands it
 DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]
 
 
@@ -29,17 +32,28 @@ def _engine():
 
 def load_sweep(path: str) -> dict:
     """Read and validate a sweep file; every problem is a one-line ``SweepFileError``."""
+    if not os.path.exists(path):
+        raise SweepFileError(f"sweep file {path!r} does not exist")
+    if not os.path.isfile(path):  # a FIFO or a device would block the read
+        raise SweepFileError(f"sweep file {path!r} is not a regular file")
+    if os.path.getsize(path) > MAX_SWEEP_BYTES:
+        raise SweepFileError(f"sweep file {path!r} is over {MAX_SWEEP_BYTES // 1024} KiB; a sweep is a few parameters")
     try:
         with open(path) as f:
-            config = yaml.safe_load(f)
-    except FileNotFoundError:
-        raise SweepFileError(f"sweep file {path!r} does not exist") from None
+            text = f.read()
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise SweepFileError(f"sweep file {path!r} uses YAML aliases (*name); write each value out")
+        config = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, RecursionError) as error:
+        raise SweepFileError(f"sweep file {path!r} is unreadable ({type(error).__name__})") from None
     except yaml.YAMLError as error:
         raise SweepFileError(f"sweep file {path!r} is not valid YAML ({str(error).splitlines()[0]})") from None
     if not isinstance(config, dict):
         raise SweepFileError(f"sweep file {path!r} does not hold a sweep configuration (a mapping)")
     if "program" not in config:
         raise SweepFileError(f"sweep file {path!r} names no program (abcmini sweeps use program: cli.py)")
+    if grid_size(config) > MAX_RUNS:  # before the engine, which takes minutes over a million values
+        raise SweepFileError(f"sweep file {path!r}: its grid has {grid_size(config):,} runs, over {MAX_RUNS:,}")
     sweeps = _engine()
     problems = sweeps.schema_violations_from_proposed_config(config)
     if problems:
@@ -52,6 +66,16 @@ def load_sweep(path: str) -> dict:
     except Exception as error:  # noqa: BLE001 — the engine raises several types
         raise SweepFileError(f"sweep file {path!r} is not a valid sweep: {str(error).splitlines()[0]}") from None
     return config
+
+
+def grid_size(config: dict) -> int:
+    """The number of runs of a grid over the sweep's parameters: the product of their numbers of values."""
+    size = 1
+    parameters = config.get("parameters")
+    for spec in (parameters.values() if isinstance(parameters, dict) else ()):
+        values = spec.get("values") if isinstance(spec, dict) else None
+        size *= len(values) if isinstance(values, list) else 1
+    return size
 
 
 def expand(config: dict, count: int | None = None) -> list[dict]:

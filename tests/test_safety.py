@@ -379,10 +379,12 @@ def test_a_report_killed_between_its_figures_and_its_page_is_finished_by_the_sam
     out.mkdir()
     note_written(str(out), "accuracy_successor.png")
     (out / "accuracy_successor.png").write_bytes(b"\x89PNG half")
-    (out / "report.md.k1ll3d0x.tmp").write_text("half a page")
+    (out / "report.md.abcmini-k1ll3d0x.tmp").write_text("half a page")
+    (out / "report.md.backup01.tmp").write_text("the user's own")  # not of abcmini's shape: stays
     result = invoke("report", os.path.join(ROOT, "results", "long"), "--out", out / "report.md")
     assert result.exit_code == 0, result.output
-    assert (out / "report.md").exists() and not list(out.glob("*.tmp"))
+    assert (out / "report.md").exists() and [p.name for p in out.glob("*.tmp")] == ["report.md.backup01.tmp"]
+    assert (out / "report.md.backup01.tmp").read_text() == "the user's own"
     assert (out / "accuracy_successor.png").read_bytes() != b"\x89PNG half"
 
 

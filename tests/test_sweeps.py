@@ -141,3 +141,16 @@ def test_the_smoke_sweep_runs_whole_and_ends_in_a_comparison_run(tmp_path):
     with open(series) as f:
         table = json.load(f)
     assert {row[1] for row in table["data"]} == {"vanilla", "vanilla+w=1"} and {row[0] for row in table["data"]} == {6, 12}
+
+
+def test_a_sweep_file_that_is_a_fifo_junk_or_a_huge_grid_is_one_line_before_any_work(tmp_path):
+    os.mkfifo(tmp_path / "fifo.yaml")  # reading it would wait forever
+    (tmp_path / "junk.yaml").write_bytes(bytes(range(256)) * 8)
+    values = ", ".join(map(str, range(1000)))
+    (tmp_path / "big.yaml").write_text(f"program: cli.py\nmethod: grid\nparameters:\n  seed: {{values: [{values}]}}\n"
+                                       f"  data_seed: {{values: [{values}]}}\n")
+    (tmp_path / "huge.yaml").write_text("program: cli.py\n" + "#" * 70_000 + "\n")
+    for name, needle in (("fifo.yaml", "is not a regular file"), ("junk.yaml", "is unreadable (UnicodeDecodeError)"),
+                         ("big.yaml", "its grid has 1,000,000 runs, over 10,000"), ("huge.yaml", "is over 64 KiB")):
+        result = runner.invoke(app, ["sweep", str(tmp_path / name)])
+        assert result.exit_code == 2 and needle in result.output and result.output.count("\n") == 1, (name, result.output)
