@@ -194,8 +194,25 @@ def has_run(run_dir: str) -> bool:
 
 
 def has_start(run_dir: str) -> bool:
-    """Whether abcmini started a run in ``run_dir`` (a run, or at least its experiment record)."""
-    return has_run(run_dir) or os.path.isfile(os.path.join(run_dir, EXPERIMENT_FILE))
+    """Whether abcmini started a run in ``run_dir``: a run, or at least its experiment record
+    (listed in the manifest, or for a run from before it, an experiment record by its fields:
+    a user's own ``experiment.json`` is no start of ours)."""
+    if has_run(run_dir):
+        return True
+    listed = written(run_dir)
+    return EXPERIMENT_FILE in listed if listed is not None else is_experiment_record(os.path.join(run_dir, EXPERIMENT_FILE))
+
+
+def is_experiment_record(path: str) -> bool:
+    """Whether ``path`` is a regular file holding an experiment record (its identity and cell)."""
+    if not os.path.isfile(path) or os.path.getsize(path) > 1_000_000:
+        return False
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and {"identity", "cell"} <= data.keys()
 
 
 def check_run_dir(run_dir: str, resume: bool, overwrite: bool, dry_run: bool = False) -> bool:
@@ -214,6 +231,8 @@ def check_run_dir(run_dir: str, resume: bool, overwrite: bool, dry_run: bool = F
         raise StoreError(f"--resume: {run_dir!r} holds no run to continue")
     if overwrite and os.path.isdir(run_dir) and not started:
         raise StoreError(f"--overwrite: {run_dir!r} holds no abcmini run; refusing to delete it")
+    if os.path.isdir(run_dir):
+        check_ours(run_dir, (EXPERIMENT_FILE, CHECKPOINT, EVAL_FILE), "--out")  # a user's files of these names stay theirs
     return started
 
 
