@@ -405,3 +405,14 @@ def test_a_write_the_disk_refuses_is_one_line_naming_the_path_and_leaves_nothing
     assert "cannot write 'run/checkpoint.pt'" in lines[0] and "full disk" in lines[0], lines[0]
     assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".abcmini-write-test")]
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
+def test_train_never_takes_a_users_experiment_json_in_its_out_folder(tmp_path):
+    """A user's experiment.json (not an experiment record, not in a manifest) is theirs: train
+    refuses in one line before any work, and the file stays as it was."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "experiment.json").write_text('{"mine": 1}')
+    line = one_line(invoke("train", *TINY, "--steps", 2, "--out", run), "was not written by abcmini")
+    assert "experiment.json" in line and (run / "experiment.json").read_text() == '{"mine": 1}'
+    assert sorted(p.name for p in run.iterdir()) == ["experiment.json"]
