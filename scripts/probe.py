@@ -29,6 +29,7 @@ Run it (as root: tmpfs mounts, capability dropping for unreadable files) from th
     python scripts/probe.py                 # every family
     python scripts/probe.py --family 5 6    # some of them
     python scripts/probe.py --keep          # keep the directories of failing cases
+    python scripts/probe.py --resume --reuse-fixtures   # go on with a run that was stopped
 
 It prints one markdown table row per family and writes the table to probe.md and every case's
 commands, outputs and findings to probe.json (``--md``, ``--json``: elsewhere). Only one command runs at a
@@ -371,8 +372,8 @@ def execute(case: Case, keep: bool) -> dict:
         }
         first, last = results[0], results[-1]
         if case.kill:
-            if first["sent_at"] is None:
-                problems["other"].append("the command ended before the signal was sent (not interrupted)")
+            if first["sent_at"] is None:  # a timing of the probe's, not a finding: the rerun is still checked
+                record["note"] = "the command ended before the signal was sent (not interrupted)"
             if last["rc"] != 0 or missing_outputs(directory, case.outputs):
                 missing = missing_outputs(directory, case.outputs)
                 problems["not_finished"] = f"rerun exit code {last['rc']}" + (f", missing {missing}" if missing else "")
@@ -1185,6 +1186,8 @@ def main() -> None:
     parser.add_argument("--repo", default=REPO, help="the abcmini source tree to probe, e.g. an unpacked `git archive` "
                         "of a commit (default: this script's repository; its .venv runs it either way)")
     parser.add_argument("--reuse-fixtures", action="store_true", help="reuse the fixtures of the last run")
+    parser.add_argument("--resume", action="store_true", help="keep the cases --json already records for this --repo "
+                        "(a run that was stopped) and run the others")
     parser.add_argument("--keep", action="store_true", help="keep the directories of failing cases")
     parser.add_argument("--json", default="probe.json")
     parser.add_argument("--md", default="probe.md")
@@ -1205,8 +1208,17 @@ def main() -> None:
     builders = {1: family_1, 2: family_2, 3: family_3, 4: family_4, 5: family_5, 6: family_6, 7: family_7}
     cases = [case for n in options.family for case in builders[n]() if options.match in case.name]
     print(f"{len(cases)} cases", flush=True)
+    done = {}
+    if options.resume and os.path.isfile(options.json):
+        with open(options.json) as f:
+            earlier = json.load(f)
+        if earlier.get("repo") == REPO:
+            done = {(r["family"], r["name"]): r for r in earlier["cases"]}
     records = []
     for i, case in enumerate(cases, 1):
+        if (case.family, case.name) in done:  # --resume: recorded by the run that stopped
+            records.append(done[(case.family, case.name)])
+            continue
         record = execute(case, options.keep)
         records.append(record)
         found = [k for k, v in record["problems"].items() if v]
