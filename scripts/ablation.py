@@ -1,7 +1,7 @@
 """The calibration ablation of docs/recipe.md: Algorithm 1 as written, then abcmini's procedure
 with each rule beyond it taken out in turn.
 
-``python scripts/ablation.py run TASK SEED``: the cell (TASK, abc, SEED) under the recipe
+``python scripts/ablation.py run TASK SEED [ROW ...]``: the cell (TASK, abc, SEED) under the recipe
 ``paper64`` (ABC trains the same runs in every recipe; ``paper64`` tests in the paper's pad-64
 frame). It trains the Vanilla source once, calibrates it once per row, retrains each distinct
 bias (a row whose bias equals an earlier row's would retrain the same model, so it names that
@@ -45,26 +45,30 @@ def same(a, b) -> bool:
     return a == b
 
 
-def run(task: str, seed: str) -> None:
+def run(task: str, seed: str, only: list[str]) -> None:
+    """Calibrate every row (cheap), then retrain and test the rows in ``only`` (all when empty).
+
+    Twins are found over all rows in ``ROWS`` order, so two processes given disjoint ``only``
+    lists agree on which row retrains a shared bias."""
     cell = ["--recipe", "paper64", "--task", task, "--method", "abc", "--seed", seed, "--lengths", "60", "--no-wandb"]
     source = json.loads(abcmini("train", *cell, "--dry-run"))["source"]
     os.makedirs(OUT, exist_ok=True)
-    biases = {}
+    if not os.path.exists(os.path.join(source, "checkpoint.pt")):
+        abcmini("train", *cell, "--threads", "1")  # the default row: trains the source first
+    biases, twins = {}, {}
     for row, options in ROWS.items():
-        record = os.path.join(OUT, f"{task}-{row}-s{seed}.json")
-        if os.path.exists(record):
-            continue
-        if not os.path.exists(os.path.join(source, "checkpoint.pt")):
-            abcmini("train", *cell, "--threads", "1")  # the default row: trains the source first
         bias_file = os.path.join("runs", "ablation", task, f"{row}-s{seed}", "abc_bias.pt")
         os.makedirs(os.path.dirname(bias_file), exist_ok=True)
         if not os.path.exists(bias_file):
             abcmini("calibrate", source, *options, "--no-wandb", "--out", bias_file)
-        bias = torch.load(bias_file, weights_only=False)["bias"]
-        twin = next((other for other, known in biases.items() if same(known, bias)), None)
-        biases[row] = bias
-        if twin:
-            result = {"task": task, "seed": int(seed), "row": row, "same_bias_as": twin,
+        biases[row] = torch.load(bias_file, weights_only=False)["bias"]
+        twins[row] = next((other for other in biases if other != row and same(biases[other], biases[row])), None)
+    for row, options in ROWS.items():
+        record = os.path.join(OUT, f"{task}-{row}-s{seed}.json")
+        if os.path.exists(record) or (only and row not in only):
+            continue
+        if twins[row]:
+            result = {"task": task, "seed": int(seed), "row": row, "same_bias_as": twins[row],
                       "command": f"abcmini calibrate {os.path.relpath(source)} {' '.join(options)} --out BIAS.pt"}
         else:
             run_dir = json.loads(abcmini("train", *cell, *options, "--dry-run"))["out"]
@@ -104,7 +108,7 @@ def table() -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["table"]:
         table()
-    elif len(sys.argv) == 4 and sys.argv[1] == "run":
-        run(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "run" and set(sys.argv[4:]) <= set(ROWS):
+        run(sys.argv[2], sys.argv[3], sys.argv[4:])
     else:
         raise SystemExit(__doc__)

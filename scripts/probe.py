@@ -1188,6 +1188,7 @@ def main() -> None:
     parser.add_argument("--reuse-fixtures", action="store_true", help="reuse the fixtures of the last run")
     parser.add_argument("--resume", action="store_true", help="keep the cases --json already records for this --repo "
                         "(a run that was stopped) and run the others")
+    parser.add_argument("--failed-in", metavar="JSON", help="run only the cases that failed in this earlier --json")
     parser.add_argument("--keep", action="store_true", help="keep the directories of failing cases")
     parser.add_argument("--json", default="probe.json")
     parser.add_argument("--md", default="probe.md")
@@ -1207,6 +1208,10 @@ def main() -> None:
             json.dump(TIMES, f)
     builders = {1: family_1, 2: family_2, 3: family_3, 4: family_4, 5: family_5, 6: family_6, 7: family_7}
     cases = [case for n in options.family for case in builders[n]() if options.match in case.name]
+    if options.failed_in:  # only the cases that failed in an earlier run: has a change fixed them?
+        with open(options.failed_in) as f:
+            failed_before = {(r["family"], r["name"]) for r in json.load(f)["cases"] if r["failed"]}
+        cases = [case for case in cases if (case.family, case.name) in failed_before]
     print(f"{len(cases)} cases", flush=True)
     done = {}
     if options.resume and os.path.isfile(options.json):
