@@ -5,8 +5,10 @@ option given on the command line overrides one field of the recipe and is record
 Options also take the underscore spelling a wandb sweep agent passes (``--pad_width=64``).
 """
 
+import errno
 import glob
 import inspect
+import io
 import os
 import signal
 import sys
@@ -33,6 +35,7 @@ RECIPE_HELP = "paper | paper64 | quick | long | decoder | a recipe YAML file (ab
 
 
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+OUTPUT_ERRNOS = (errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG)
 
 
 def boolean_values(command, args: list[str]) -> list[str]:
@@ -84,6 +87,9 @@ class OneLineErrors(TyperGroup):
         args = [str(arg) for arg in (sys.argv[1:] if args is None else args)]
         if args and args[0] in self.commands:
             args = args[:1] + boolean_values(self.commands[args[0]], args[1:])
+        for stream in (sys.stdout, sys.stderr):  # a path that is not UTF-8 (b'\xff') is printed, not a crash
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(errors="backslashreplace")
         if not standalone_mode:
             return super().main(args, *rest, standalone_mode=False, **kwargs)
         try:
@@ -99,6 +105,14 @@ class OneLineErrors(TyperGroup):
         except ClickException as error:
             errors.print(f"[bold red]error:[/] {error.format_message()}", highlight=False, soft_wrap=True)
             sys.exit(error.exit_code)
+        except OSError as error:  # standard output closed (| head) or on a full device (> /dev/full)
+            if error.filename is not None or error.errno not in OUTPUT_ERRNOS:
+                raise
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+            if isinstance(error, BrokenPipeError):
+                sys.exit(128 + signal.SIGPIPE)  # what a filter killed by SIGPIPE exits with, silently
+            errors.print(f"[bold red]error:[/] cannot write standard output ({error.strerror})", highlight=False, soft_wrap=True)
+            sys.exit(2)
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -402,7 +416,7 @@ def calibrate_command(
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, calibrate_stage, experiment_of
     from abcmini.recipes import RECIPES, load_recipe
-    from abcmini.store import CALIBRATION_FIGURES, check_ours, load_checkpoint, lock_run
+    from abcmini.store import CALIBRATION_FIGURES, check_ours, is_same_calibration, load_checkpoint, lock_run
 
     with user_errors():
         recorded = experiment_of(run_dir)
@@ -418,7 +432,7 @@ def calibrate_command(
         path = out or os.path.join(run_dir, "abc_bias.pt")
         if os.path.isdir(path):
             raise UserError(f"--out {path!r} is a directory; name the bias file to write")
-        if os.path.exists(path) and not overwrite:
+        if os.path.lexists(path) and not overwrite and not is_same_calibration(path, run_dir, asdict(settings)):
             raise UserError(f"{path!r} exists (a run may train with it); pass --overwrite to replace it, or another --out")
         check_writable(os.path.dirname(os.path.abspath(path)), "--out")
         check_ours(os.path.dirname(os.path.abspath(path)), CALIBRATION_FIGURES)  # its heatmaps go beside it
@@ -470,7 +484,7 @@ def report_command(
                 filled = with_blocks(f.read(), collect(runs_dir), collect(beside) if beside else [])
         text, pngs = write_report(runs_dir, out, beside=beside)
         if filled is not None:
-            atomic_write(readme, lambda f: f.write(filled.encode()))
+            atomic_write(readme, lambda f: f.write(filled.encode(errors="backslashreplace")))
     console.print(text, highlight=False, soft_wrap=True, markup=False)
     console.print(f"→ {out}, {', '.join(os.path.basename(p) for p in pngs)}{', ' + readme if readme else ''}", highlight=False, soft_wrap=True)
 
@@ -606,10 +620,16 @@ def sweep_command(
             raise UserError(f"{file!r} is a directory; name a sweep YAML file")
         config = load_sweep(file)
         runs = expand(config, count)
-        options = {name.replace("_", "-") for param in typer.main.get_command(app).commands["train"].params for name in param.opts}
+        train = typer.main.get_command(app).commands["train"]
+        options = {name.replace("_", "-") for param in train.params for name in param.opts}
         unknown = sorted({key for params in runs for key in params if f"--{key.replace('_', '-')}" not in options})
         if unknown:
             raise UserError(f"sweep file {file!r}: {unknown[0]!r} is not an option of abcmini train")
+        for params in runs:  # each run's options parsed as train parses them (types, bounds), before any run
+            try:
+                train.make_context("train", boolean_values(train, [f"--{key}={value}" for key, value in params.items()]))
+            except ClickException as error:
+                raise UserError(f"sweep file {file!r}: {error.format_message()}") from None
     commands = [command_line(config, params) for params in runs]
     if dry_run:
         for argv in commands:
@@ -624,7 +644,6 @@ def sweep_command(
         if subprocess.run(argv, env=env).returncode != 0:
             failed += 1
     console.print(f"sweep: {len(commands) - failed} runs finished, {failed} failed", highlight=False)
-    train = typer.main.get_command(app).commands["train"]
     tracked = not any("--no-wandb" in boolean_values(train, argv) for argv in commands)
     dirs = run_dirs(commands, env) if tracked else []
     records = [record for run_dir in dirs if os.path.isdir(run_dir) for record in collect(run_dir)]

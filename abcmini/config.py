@@ -123,6 +123,23 @@ class Recipe:
         check_test_frame(self.test_frame)
         check_window_unit(self.window_unit)
         check_arch(self.arch)
+        if self.preset not in PRESETS:
+            raise ConfigError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
+        at_least = {name: 1 for name in ("batch_size", "eval_every", "valid_size", "abc_valid_size", "steps", "steps_addition_plain",
+                                         "steps_alibi", "steps_parity_plain", "steps_nx1_window", "steps_nx1_abc", "train_on", "abc_train_on")}
+        at_least |= {name: 0 for name in ("test_seed", "enc_layers", "enc_layers_in_attention", "warmup", "abc_frame_spread", "scaffold_pe_scale")}
+        at_least |= {"pad_width": POOL_DIGITS, "abc_pad_width": POOL_DIGITS}  # the training numbers have up to 7 digits
+        for name, low in at_least.items():
+            value = getattr(self, name)
+            if value is not None and not value >= low:
+                raise ConfigError(f"{name} must be at least {low}, got {value}")
+        for name in ("stop_at", "stop_at_plain"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ConfigError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ConfigError(f"lr must be a positive number, got {self.lr}")
+        if not self.lengths or min(self.lengths) < 1:
+            raise ConfigError(f"lengths must be one or more whole numbers of at least 1, got {list(self.lengths)}")
 
     def derive(self, **changes) -> "Recipe":
         """A recipe based on this one: each change is ``field=(value, reason)``; calibration

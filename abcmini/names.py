@@ -64,6 +64,8 @@ def parse_method(method: str, window: int | None = None, period: int | None = No
         scheme, varied = (match.group(1) or "vanilla").lower(), bool(match.group(4))
         named_window = int(match.group(2)) if match.group(2) else None
         named_period = int(match.group(3)) if match.group(3) else None
+        if named_period == 0:
+            raise ConfigError(f"method {method!r}: +T=T names a CPI period of at least 1 (a method without CPI has no +T)")
         if named_period is not None and named_window is None:
             named_window = 1  # the paper's "+T=3" is w = 1 with CPI period 3
     for option, named, given in (("--window", named_window, window), ("--period", named_period, period)):

@@ -204,6 +204,7 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
     ``example`` it was computed on and the run's ``config``."""
     state = load_checkpoint(run_dir)
     cfg, model = load_model(state)
+    check_recorded_model(run_dir, experiment_of(run_dir), cfg)
     reached = state["history"][-1]["valid_acc"] if state["history"] else 0.0
     if reached < settings.min_accuracy:
         raise NotInterpolatedError(f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < "
@@ -379,6 +380,7 @@ def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Ho
         check_test_frame(test_frame)
     state = load_checkpoint(run_dir)
     cfg, model = load_model(state, device)
+    check_recorded_model(run_dir, experiment, cfg)
     lengths = tuple(lengths or (experiment.lengths if experiment else ()))
     if not lengths:
         raise UserError(f"{run_dir!r} has no experiment record to take test lengths from; pass --lengths")
@@ -402,6 +404,18 @@ def experiment_of(run_dir: str) -> Experiment | None:
     """The experiment a run directory's ``experiment.json`` records (None: it has none)."""
     data = read_experiment(run_dir) if os.path.isdir(run_dir) else None
     return Experiment.from_dict(data) if data is not None else None
+
+
+def check_recorded_model(run_dir: str, experiment: Experiment | None, cfg: RunConfig) -> None:
+    """Refuse a checkpoint whose task or model is not the one ``experiment.json`` records: a
+    checkpoint copied in from another run would be tested or calibrated under this run's name."""
+    if experiment is None:
+        return
+    recorded = experiment.run
+    if (recorded.task, recorded.model_config()) != (cfg.task, cfg.model_config()):
+        theirs, ours = asdict(cfg.model_config()) | {"task": cfg.task}, asdict(recorded.model_config()) | {"task": recorded.task}
+        changed = ", ".join(f"{k} {theirs[k]!r} there, {ours[k]!r} in experiment.json" for k in ours if theirs[k] != ours[k])
+        raise UserError(f"{os.path.join(run_dir, 'checkpoint.pt')!r} holds another model than its experiment.json records ({changed})")
 
 
 def use_threads(threads: int | None) -> None:

@@ -8,13 +8,13 @@ import math
 import os
 from dataclasses import fields, replace
 
-import yaml
-
 from abcmini.config import Calibration, Recipe
 from abcmini.names import ConfigError, check_int
+from abcmini.yaml_file import read_yaml
 
 MAX_RECIPE_BYTES = 64 * 1024  # checked before the file is parsed
 MAX_LIST = 1000  # entries of any list in a recipe (lengths)
+MAX_DEPTH = 4  # a recipe's deepest value is calibration: {rules: ...} or lengths: [...]
 
 
 PAPER = Recipe()
@@ -99,20 +99,11 @@ def load_recipe(name_or_path: str, _chain: tuple = ()) -> Recipe:
         return RECIPES[name_or_path]
     if os.path.realpath(name_or_path) in _chain:
         raise ConfigError(f"recipe file {name_or_path!r}: its base: chain comes back to it; base it on a named recipe")
-    if not os.path.isfile(name_or_path):
+    if not os.path.exists(name_or_path):
         raise ConfigError(f"unknown recipe {name_or_path!r}; choose one of {', '.join(RECIPES)} or give a recipe YAML file")
-    if os.path.getsize(name_or_path) > MAX_RECIPE_BYTES:
-        raise ConfigError(f"recipe file {name_or_path!r} is over {MAX_RECIPE_BYTES // 1024} KiB; a recipe is a few fields over a named one")
-    try:
-        with open(name_or_path) as f:
-            text = f.read()
-        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
-            raise ConfigError(f"recipe file {name_or_path!r} uses YAML aliases (*name); write each value out")
-        data = yaml.safe_load(text) or {}
-    except (OSError, UnicodeDecodeError, RecursionError, yaml.YAMLError) as error:
-        raise ConfigError(f"recipe file {name_or_path!r} is unreadable ({type(error).__name__})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"recipe file {name_or_path!r} does not hold a mapping of fields")
+    data = read_yaml(name_or_path, "recipe file", MAX_RECIPE_BYTES, MAX_DEPTH, ConfigError)
+    if not isinstance(data, dict) or not data:
+        raise ConfigError(f"recipe file {name_or_path!r} does not hold a mapping of fields (base: paper, then the fields it changes)")
     base = load_recipe(str(data.pop("base", "paper")), (*_chain, os.path.realpath(name_or_path)))
     reasons = data.pop("why", {}) or {}  # field → the reason for its new value
     if not isinstance(reasons, dict):
@@ -127,5 +118,5 @@ def load_recipe(name_or_path: str, _chain: tuple = ()) -> Recipe:
             raise ConfigError(f"recipe file {name_or_path!r}: {error}") from None
     try:
         return replace(base, **values)
-    except TypeError as error:
+    except (TypeError, ConfigError) as error:
         raise ConfigError(f"recipe file {name_or_path!r}: {error}") from None

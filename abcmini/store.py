@@ -178,16 +178,22 @@ def check_checkpoint(path: str, state: dict) -> dict:
             raise CheckpointError(f"checkpoint {path!r}: {name!r} must be {expected}, got {type(state[name]).__name__}")
     if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state["model"].items()):
         raise CheckpointError(f"checkpoint {path!r}: 'model' must map parameter names to tensors")
+    if not isinstance(state.get("step", 0), int) or isinstance(state.get("step"), bool) or state.get("step", 0) < 0:
+        raise CheckpointError(f"checkpoint {path!r}: 'step' must be a whole number, got {state.get('step')!r}")
     if not all(isinstance(entry, dict) and isinstance(entry.get("step"), int) for entry in state["history"]):
         raise CheckpointError(f"checkpoint {path!r}: 'history' entries must be mappings with a 'step'")
     return state  # its config is checked where it becomes a run's (experiment.run_config_of)
 
 
 def has_run(run_dir: str) -> bool:
-    """Whether ``run_dir`` holds an abcmini run: a checkpoint, a result record, an ABC bias or a
-    source run inside it. An experiment record alone is a start that failed before training wrote
+    """Whether ``run_dir`` holds an abcmini run: a checkpoint, a result record or an ABC bias that
+    abcmini wrote there (its manifest; from before the manifest, beside an experiment record), or
+    a source run inside it. A user's own ``checkpoint.pt`` is no run of ours. An experiment record alone is a start that failed before training wrote
     anything (``has_start``): the corrected command may start there again."""
-    if any(os.path.isfile(os.path.join(run_dir, name)) for name in (CHECKPOINT, EVAL_FILE, "abc_bias.pt")):
+    listed = written(run_dir)
+    ours = listed if listed is not None else (CHECKPOINT, EVAL_FILE, "abc_bias.pt") if is_experiment_record(
+        os.path.join(run_dir, EXPERIMENT_FILE)) else ()  # from before the manifest: by name, beside its experiment record
+    if any(os.path.isfile(os.path.join(run_dir, name)) for name in (CHECKPOINT, EVAL_FILE, "abc_bias.pt") if name in ours):
         return True
     source = os.path.join(run_dir, "source")
     return os.path.isdir(source) and has_run(source)
@@ -263,7 +269,7 @@ def written(directory: str) -> list[str]:
     path = os.path.join(directory, MANIFEST)
     if not os.path.isfile(path):
         return None
-    with open(path, errors="replace") as f:
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
         names = [line.strip() for line in f if line.strip()]
     return [n for n in dict.fromkeys(names) if not os.path.isabs(n) and ".." not in n.split("/") and n not in (MANIFEST, LOCK)]
 
@@ -278,7 +284,7 @@ def note_written(directory: str, *names: str) -> None:
         return
     try:
         fd = os.open(os.path.join(directory, MANIFEST), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
-        with os.fdopen(fd, "a") as f:
+        with os.fdopen(fd, "a", encoding="utf-8", errors="surrogateescape") as f:
             f.write("".join(f"{n}\n" for n in new))
     except OSError as error:
         raise StoreError(f"cannot write {os.path.join(directory, MANIFEST)!r}: {error.strerror or error}") from None
@@ -380,6 +386,21 @@ def load_bias(path: str) -> dict:
     if payload.get("format") != BIAS_FORMAT:
         raise BiasFileError(f"{path!r} is not an abcmini bias file")
     return payload
+
+
+def is_same_calibration(path: str, source: str, settings: dict) -> bool:
+    """Whether the bias file ``path`` is abcmini's own calibration of ``source`` with ``settings``:
+    the same command run again (after a kill between the bias and its wandb run), which may
+    finish it by calibrating again."""
+    directory, name = os.path.split(os.path.abspath(path))
+    if name not in owned(directory) or not os.path.isfile(path):
+        return False
+    try:
+        payload = load_bias(path)
+    except BiasFileError:
+        return False
+    calibration = {k: v for k, v in payload.get("calibration", {}).items() if k != "layers"}
+    return payload.get("source") == os.path.abspath(source) and calibration == settings
 
 
 def check_bias_matches(payload: dict, task: str, pad_width, heads: int, path: str) -> None:

@@ -4,17 +4,16 @@
 """
 
 import json
-import os
 import subprocess
 import sys
 import warnings
 
-import yaml
-
 from abcmini.errors import UserError
+from abcmini.yaml_file import read_yaml
 
 MACROS = ("${env}", "${interpreter}", "${program}", "${args}")
 MAX_SWEEP_BYTES = 64 * 1024  # checked before the file is parsed
+MAX_DEPTH = 6  # parameters: NAME: {values: [...]}, command: [...]
 MAX_RUNS = 10_000  # runs of one sweep, checked before the engine expands it
 DEFAULT_COMMAND = ["${env}", "${interpreter}", "${program}", "${args}"]
 
@@ -32,22 +31,7 @@ def _engine():
 
 def load_sweep(path: str) -> dict:
     """Read and validate a sweep file; every problem is a one-line ``SweepFileError``."""
-    if not os.path.exists(path):
-        raise SweepFileError(f"sweep file {path!r} does not exist")
-    if not os.path.isfile(path):  # a FIFO or a device would block the read
-        raise SweepFileError(f"sweep file {path!r} is not a regular file")
-    if os.path.getsize(path) > MAX_SWEEP_BYTES:
-        raise SweepFileError(f"sweep file {path!r} is over {MAX_SWEEP_BYTES // 1024} KiB; a sweep is a few parameters")
-    try:
-        with open(path) as f:
-            text = f.read()
-        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
-            raise SweepFileError(f"sweep file {path!r} uses YAML aliases (*name); write each value out")
-        config = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, RecursionError) as error:
-        raise SweepFileError(f"sweep file {path!r} is unreadable ({type(error).__name__})") from None
-    except yaml.YAMLError as error:
-        raise SweepFileError(f"sweep file {path!r} is not valid YAML ({str(error).splitlines()[0]})") from None
+    config = read_yaml(path, "sweep file", MAX_SWEEP_BYTES, MAX_DEPTH, SweepFileError)
     if not isinstance(config, dict):
         raise SweepFileError(f"sweep file {path!r} does not hold a sweep configuration (a mapping)")
     if "program" not in config:

@@ -49,17 +49,17 @@ def load_weights(model: torch.nn.Module, weights: dict) -> None:
     them ``attn.relative``/``attn.fire``; they load as ``attn.position_bias``."""
     scaffold = {key: value for key, value in model.state_dict().items() if key.startswith("scaffold.")}
     renamed = {re.sub(r"attn\.(relative|fire)\.", "attn.position_bias.", key): value for key, value in weights.items()}
-    model.load_state_dict({**scaffold, **{key: value for key, value in renamed.items() if not key.startswith("scaffold.")}})
+    try:
+        model.load_state_dict({**scaffold, **{key: value for key, value in renamed.items() if not key.startswith("scaffold.")}})
+    except RuntimeError as error:  # tensors of another model: missing, unexpected or of another shape
+        raise CheckpointError(f"checkpoint's weights do not fit its config ({str(error).splitlines()[-1].strip()[:120]})") from None
 
 
 def load_model(state: dict, device="cpu") -> tuple[RunConfig, torch.nn.Module]:
     """``(cfg, model)`` from a checkpoint; an ABC bias is stored in the checkpoint itself."""
     cfg = run_config_of(state)
     model = build_model(cfg.model_config(), scaffold(cfg, state.get("abc_bias")))
-    try:
-        load_weights(model, state["model"])
-    except RuntimeError as error:  # tensors of another model: missing, unexpected or of another shape
-        raise CheckpointError(f"checkpoint's weights do not fit its config ({str(error).splitlines()[-1].strip()[:120]})") from None
+    load_weights(model, state["model"])
     return cfg, model.to(device).eval()
 
 

@@ -176,6 +176,8 @@ def test_eval_in_another_frame_keeps_every_result_of_the_record(tiny_root, tmp_p
     (["train", "--task", "bogus"], "unknown task 'bogus'"),
     (["train", "--recipe", "nope.yaml"], "unknown recipe 'nope.yaml'"),
     (["train", "--method", "vanila"], "unknown method 'vanila'"),
+    (["train", "--method", "+T=0"], "names a CPI period of at least 1"),
+    (["recipe", "/dev/zero"], "is not a regular file"),
     (["train", "--method", "abc", "--calibration", "paperr"], "--calibration is abc or paper, not 'paperr'"),
     (["train", "--method", "abc", "--rules", "all,-bnd"], "unknown calibration rule 'bnd'"),
     (["reproduce", "--methods", "vanilla,+w=x"], "unknown method '+w=x'"),
@@ -210,11 +212,20 @@ def test_a_length_beyond_the_fixed_frame_names_the_option_that_tests_it(tiny_roo
     ("a: &a [6, 6]\nlengths: *a\n", "uses YAML aliases"),
     ("lengths: [" + ",".join(["6"] * 1001) + "]\n", "lengths has 1,001 entries; at most 1,000"),
     ("# " + "x" * 70_000 + "\n", "is over 64 KiB"),
+    ("lengths: " + "[" * 30_000 + "]" * 30_000 + "\n", "nests lists or mappings over 4 deep"),
+    ("steps: -5\n", "steps must be at least 1, got -5"),
+    ("pad_width: 0\n", "pad_width must be at least 7"),
+    ("lengths: []\n", "lengths must be one or more whole numbers"),
+    ("stop_at: 2\n", "stop_at must lie in [0, 1]"),
+    ("", "does not hold a mapping of fields"),
+    ("# only a comment\n", "does not hold a mapping of fields"),
 ])
 def test_a_recipe_file_of_the_wrong_shape_is_one_line(empty_cwd, text, needle):
     (empty_cwd / "me.yaml").write_text(text)
-    line = one_line(invoke("train", "--recipe", "me.yaml", "--dry-run"), needle)
-    assert "'me.yaml'" in line
+    for command in (["train", "--recipe", "me.yaml", "--dry-run"], ["recipe", "me.yaml"]):  # train and recipe read it alike
+        started = time.perf_counter()
+        line = one_line(invoke(*command), needle)
+        assert "'me.yaml'" in line and time.perf_counter() - started < 3  # the bounds come before the parse
 
 
 def broken(run, name, **fields):
@@ -311,13 +322,34 @@ def broken_checkpoint(tiny_root, tmp_path):
                                             (lambda s: {**s, "model": {"w": 1}}, "'model' must map"),
                                             (lambda s: {**s, "config": {**s["config"], "colour": "red"}}, "unknown field 'colour'"),
                                             (lambda s: {**s, "config": 7}, "'config' must be"),
-                                            (lambda s: {**s, "model": {}}, "weights do not fit")])
-@pytest.mark.parametrize("command", ["eval", "calibrate"])
+                                            (lambda s: {**s, "model": {}}, "weights do not fit"),
+                                            (lambda s: {**s, "step": "ten"}, "'step' must be a whole number"),
+                                            (lambda s: {**s, "model": {k: v[:1] if k.endswith("bias") else v for k, v in s["model"].items()}},
+                                             "weights do not fit")])
+@pytest.mark.parametrize("command", ["eval", "calibrate", "train"])
 def test_checkpoints_of_the_wrong_shape_are_one_line(broken_checkpoint, change, needle, command):
     run = broken_checkpoint(change)
     before = (run / "eval.json").read_bytes()
-    one_line(invoke(command, run, "--no-wandb"), needle)
+    args = [*TINY, "--steps", 4, "--resume", "--out"] if command == "train" else ["--no-wandb"]
+    one_line(invoke(command, *args, run), needle)
     assert (run / "eval.json").read_bytes() == before and not (run / "abc_bias.pt").exists()
+
+
+def test_a_checkpoint_of_another_model_than_experiment_json_records_is_one_line(broken_checkpoint, tiny_root, tmp_path):
+    """A checkpoint copied in from another run (here one more encoder layer) loads, but it is not
+    the model the run's experiment.json names: eval and calibrate say so instead of testing it."""
+    import torch
+
+    from abcmini.experiment import run_config_of
+    from abcmini.nn.decoder import build_model
+
+    run = broken_checkpoint(lambda s: s)
+    state = torch.load(run / "checkpoint.pt", weights_only=True)
+    config = {**state["config"], "enc_layers": 1}
+    model = build_model(run_config_of({"config": config}).model_config())
+    torch.save({**state, "config": config, "model": model.state_dict()}, run / "checkpoint.pt")
+    for command in (["eval", run, "--lengths", "3"], ["calibrate", run, "--min-accuracy", "0", "--samples", "20"]):
+        one_line(invoke(*command, "--no-wandb"), "holds another model than its experiment.json records (enc_layers 1 there, 0 in")
 
 
 def test_report_and_dashboard_name_a_checkpoint_of_the_wrong_shape(broken_checkpoint, tmp_path):
@@ -407,12 +439,46 @@ def test_a_write_the_disk_refuses_is_one_line_naming_the_path_and_leaves_nothing
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
 
 
-def test_train_never_takes_a_users_experiment_json_in_its_out_folder(tmp_path):
-    """A user's experiment.json (not an experiment record, not in a manifest) is theirs: train
-    refuses in one line before any work, and the file stays as it was."""
+@pytest.mark.parametrize("name", ["experiment.json", "checkpoint.pt", "eval.json"])
+@pytest.mark.parametrize("flag", [None, "--overwrite", "--resume"])
+def test_train_never_takes_a_users_file_of_a_run_files_name_in_its_out_folder(tmp_path, name, flag):
+    """A user's experiment.json, checkpoint.pt or eval.json (in no manifest, beside no experiment
+    record) is theirs: train refuses in one line before any work, with --overwrite too, and the
+    file stays as it was."""
     run = tmp_path / "run"
     run.mkdir()
-    (run / "experiment.json").write_text('{"mine": 1}')
-    line = one_line(invoke("train", *TINY, "--steps", 2, "--out", run), "was not written by abcmini")
-    assert "experiment.json" in line and (run / "experiment.json").read_text() == '{"mine": 1}'
-    assert sorted(p.name for p in run.iterdir()) == ["experiment.json"]
+    (run / name).write_text('{"mine": 1}')
+    needle = {None: "was not written by abcmini", "--overwrite": "holds no abcmini run", "--resume": "holds no run to continue"}[flag]
+    one_line(invoke("train", *TINY, "--steps", 2, "--out", run, *filter(None, [flag])), needle)
+    assert sorted(p.name for p in run.iterdir()) == [name] and (run / name).read_text() == '{"mine": 1}'
+
+
+def test_calibrate_run_again_as_before_finishes_and_takes_no_other_bias(tiny_root, tmp_path):
+    """A calibration killed after its bias file was written (before its wandb run ended) is
+    finished by the same command; other settings, or a bias file abcmini did not write there,
+    are refused. The bias file's name need not be UTF-8."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_root / "successor" / "vanilla-s0", run)
+    out = tmp_path / "cal" / "b\udcff.pt"
+    command = ["calibrate", run, "--min-accuracy", "0", "--samples", "20", "--no-wandb", "--out", out]
+    assert invoke(*command).exit_code == 0
+    first = out.read_bytes()
+    result = invoke(*command)
+    assert result.exit_code == 0 and out.read_bytes() == first, result.output
+    one_line(invoke(*command[:4], "--samples", "21", "--no-wandb", "--out", out), "pass --overwrite to replace it")
+    theirs = tmp_path / "cal" / "theirs.pt"
+    shutil.copy(out, theirs)  # the same content, but not abcmini's file
+    one_line(invoke(*command[:-1], theirs), "pass --overwrite to replace it")
+
+
+@pytest.mark.parametrize("command", [["recipe", "quick"], ["train", "--task", "bogus"], ["report", "--help"]])
+def test_standard_output_on_a_full_device_is_one_line(command, empty_cwd):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "cli", *command], cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=60)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr

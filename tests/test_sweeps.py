@@ -99,11 +99,17 @@ def test_a_sweep_runs_twice_and_the_second_pass_trains_nothing(tmp_path):
     assert {run: (run / "checkpoint.pt").stat().st_mtime_ns for run in runs} == stamps
 
 
-def test_a_sweep_over_an_unknown_option_is_refused_before_any_run(tmp_path):
+@pytest.mark.parametrize("parameter, needle", [
+    ("learning_speed: {value: 3}", "'learning_speed' is not an option of abcmini train"),
+    ("steps: {values: [20, twenty]}", "Invalid value for '--steps'"),  # the second run's value: every run is parsed first
+    ("threads: {value: 0}", "Invalid value for '--threads'"),
+])
+def test_a_sweep_over_an_unknown_option_or_a_bad_value_is_refused_before_any_run(tmp_path, parameter, needle):
     sweep = tmp_path / "bad.yaml"
-    sweep.write_text("program: cli.py\nmethod: grid\nparameters:\n  seed: {values: [0, 1]}\n  learning_speed: {value: 3}\n")
+    sweep.write_text(f"program: cli.py\nmethod: grid\nparameters:\n  seed: {{values: [0, 1]}}\n  {parameter}\n")
     result = runner.invoke(app, ["sweep", str(sweep)])
-    assert result.exit_code == 2 and "'learning_speed' is not an option of abcmini train" in result.output
+    assert result.exit_code == 2 and needle in result.output and "sweep bad.yaml run" not in result.output, result.output
+    assert os.listdir(tmp_path) == ["bad.yaml"]
 
 
 @pytest.mark.parametrize("path", SWEEPS, ids=os.path.basename)

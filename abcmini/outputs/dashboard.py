@@ -364,5 +364,5 @@ def write_dashboard(roots, out: str) -> str:
     check_dashboard_target(out)
     text = build(roots)
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    atomic_write(out, lambda f: f.write(text.encode()))
+    atomic_write(out, lambda f: f.write(text.encode(errors="backslashreplace")))
     return out

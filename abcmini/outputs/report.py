@@ -420,7 +420,7 @@ def write_report(root: str, out: str, invocations: list[dict] | None = None, bes
     if beside and not others:
         raise StoreError(f"no result records ({EVAL_FILE}) under --beside {beside!r}")
     text = page(records, [os.path.basename(p) for p in pngs], invocations, others)
-    atomic_write(out, lambda f: f.write(text.encode()))
+    atomic_write(out, lambda f: f.write(text.encode(errors="backslashreplace")))
     return text, pngs
 
 
