@@ -407,21 +407,23 @@ def calibrate_command(
     **fields,
 ):
     """ABC: average an interpolating model's attention and turn it into line-table biases usable at any length (train --bias FILE)."""
+    from abcmini.recipes import RECIPES, load_recipe
+
     with user_errors():  # before torch is imported
         check_int(fields["samples"], "samples")
         check_int(fields["seed"], "seed")
+        given_recipe = recipe and load_recipe(recipe)
     from dataclasses import asdict, replace
 
     from abcmini.experiment import run_config_of
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, calibrate_stage, experiment_of
-    from abcmini.recipes import RECIPES, load_recipe
     from abcmini.store import CALIBRATION_FIGURES, check_ours, is_same_calibration, load_checkpoint, lock_run
 
     with user_errors():
         recorded = experiment_of(run_dir)
-        name = recipe or (recorded.recipe if recorded else None) or "paper"
-        chosen = load_recipe(name if name in RECIPES or recipe else "paper")
+        name = (recorded.recipe if recorded else None) or "paper"
+        chosen = given_recipe or RECIPES.get(name, RECIPES["paper"])
         state = load_checkpoint(run_dir)
         cfg = run_config_of(state)
         task = cfg.task
@@ -612,7 +614,6 @@ def sweep_command(
     """Run a sweep with no wandb server: wandb's sweep engine expands it locally and the runs go one after another, each exactly the command wandb agent would run."""
     import subprocess
 
-    from abcmini.outputs.report import collect
     from abcmini.sweep import command_line, expand, load_sweep, run_dirs
 
     with user_errors():
@@ -646,6 +647,8 @@ def sweep_command(
     console.print(f"sweep: {len(commands) - failed} runs finished, {failed} failed", highlight=False)
     tracked = not any("--no-wandb" in boolean_values(train, argv) for argv in commands)
     dirs = run_dirs(commands, env) if tracked else []
+    from abcmini.outputs.report import collect  # matplotlib and torch: after the runs
+
     records = [record for run_dir in dirs if os.path.isdir(run_dir) for record in collect(run_dir)]
     if records:
         from abcmini.outputs.compare import comparison_run
