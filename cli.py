@@ -628,7 +628,8 @@ def sweep_command(
             raise UserError(f"sweep file {file!r}: {unknown[0]!r} is not an option of abcmini train")
         for params in runs:  # each run's options parsed as train parses them (types, bounds), before any run
             try:
-                train.make_context("train", boolean_values(train, [f"--{key}={value}" for key, value in params.items()]))
+                spelled = [f"--{key.replace('_', '-')}={value}" for key, value in params.items()]  # the app's token_normalize_func
+                train.make_context("train", boolean_values(train, spelled))
             except ClickException as error:
                 raise UserError(f"sweep file {file!r}: {error.format_message()}") from None
     commands = [command_line(config, params) for params in runs]

@@ -103,6 +103,7 @@ def test_a_sweep_runs_twice_and_the_second_pass_trains_nothing(tmp_path):
     ("learning_speed: {value: 3}", "'learning_speed' is not an option of abcmini train"),
     ("steps: {values: [20, twenty]}", "Invalid value for '--steps'"),  # the second run's value: every run is parsed first
     ("threads: {value: 0}", "Invalid value for '--threads'"),
+    ("eval_every: {values: [10, ten]}", "Invalid value for '--eval-every'"),  # the agent's spelling, parsed as train parses it
 ])
 def test_a_sweep_over_an_unknown_option_or_a_bad_value_is_refused_before_any_run(tmp_path, parameter, needle):
     sweep = tmp_path / "bad.yaml"
