@@ -188,8 +188,9 @@ def check_checkpoint(path: str, state: dict) -> dict:
 def has_run(run_dir: str) -> bool:
     """Whether ``run_dir`` holds an abcmini run: a checkpoint, a result record or an ABC bias that
     abcmini wrote there (its manifest; from before the manifest, beside an experiment record), or
-    a source run inside it. A user's own ``checkpoint.pt`` is no run of ours. An experiment record alone is a start that failed before training wrote
-    anything (``has_start``): the corrected command may start there again."""
+    a source run inside it; a user's own ``checkpoint.pt`` is no run of ours. An experiment
+    record alone is a start that failed before training wrote anything (``has_start``): the
+    corrected command may start there again."""
     listed = written(run_dir)
     ours = listed if listed is not None else (CHECKPOINT, EVAL_FILE, "abc_bias.pt") if is_experiment_record(
         os.path.join(run_dir, EXPERIMENT_FILE)) else ()  # from before the manifest: by name, beside its experiment record
