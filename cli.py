@@ -110,7 +110,7 @@ class OneLineErrors(TyperGroup):
                 raise
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
             if isinstance(error, BrokenPipeError):
-                sys.exit(128 + signal.SIGPIPE)  # what a filter killed by SIGPIPE exits with, silently
+                sys.exit(1)  # the reader left (| head): silently, as rich's console does
             errors.print(f"[bold red]error:[/] cannot write standard output ({error.strerror})", highlight=False, soft_wrap=True)
             sys.exit(2)
         sys.exit(code if isinstance(code, int) else 0)

@@ -482,3 +482,15 @@ def test_standard_output_on_a_full_device_is_one_line(command, empty_cwd):
                                 env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=60)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [["recipe", "quick"], ["train", "--help"]])
+def test_a_reader_that_left_ends_abcmini_silently(command):
+    """``abcmini … | head -1``: once the reader is gone, the write fails (EPIPE); abcmini ends
+    with exit code 1 and nothing on stderr, as rich's console does, never a traceback."""
+    read, write = os.pipe()
+    os.close(read)  # the reader left before the first write
+    result = subprocess.run([sys.executable, "-m", "cli", *command], cwd=ROOT, stdout=write, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=60)
+    os.close(write)
+    assert result.returncode == 1 and result.stderr == "", result.stderr
