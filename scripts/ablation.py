@@ -72,8 +72,8 @@ def run(task: str, seed: str, only: list[str]) -> None:
                       "command": f"abcmini calibrate {os.path.relpath(source)} {' '.join(options)} --out BIAS.pt"}
         else:
             run_dir = json.loads(abcmini("train", *cell, *options, "--dry-run"))["out"]
-            if not os.path.exists(os.path.join(run_dir, "eval.json")):
-                abcmini("train", *cell, *options, "--threads", "1", "--continue")
+            if not os.path.exists(os.path.join(run_dir, "eval.json")):  # --source: no lock on it, rows train side by side
+                abcmini("train", *cell, *options, "--source", source, "--threads", "1", "--continue")
             abcmini("eval", run_dir, "--lengths", "500", "--test-frame", "follows", "--no-wandb")
             result = {**json.load(open(os.path.join(run_dir, "eval.json"))), "row": row}
         with open(record + ".tmp", "w") as f:
