@@ -192,6 +192,11 @@ class RunConfig:
     window_unit: str = setting("column", "run", "ABS on Addition and N×1: the window's w counts input columns (column) or operand pairs (pair).")
     bias_file: str | None = setting(None, "run", 'Train with a bias file from abcmini calibrate.')
     preset: str = setting(_PAPER.preset, "shared", 'Model size: paper | cpu | tiny.')
+    layers: int | None = setting(None, "shared", "Decoder layers (a decoder-only model's causal layers) [default: the preset's].")
+    heads: int | None = setting(None, "shared", "Attention heads [default: the preset's].")
+    d_model: int | None = setting(None, "shared", "Model width; the feed-forward width is 4x [default: the preset's].")
+    max_position: int | None = setting(None, "shared", "random, abacus, coupling: positions in their range or table "
+                                       "[default: 2048, 512, 512].")
     enc_layers: int | None = setting(None, "run", 'Encoder depth (0: cross-attention reads the embedded input).')
     pe_scale: float = setting(1.0, "run", 'Amplitude of the sinusoidal encoding.')
     pad_width: int | None = setting(_PAPER.pad_width, "shared", 'The fixed frame: operands padded to this many digits.')
@@ -218,6 +223,9 @@ class RunConfig:
                   ("steps", self.steps >= 1, "at least 1"), ("frame-spread", self.frame_spread >= 0, "at least 0"), ("batch-size", self.batch_size >= 1, "at least 1"),
                   ("eval-every", self.eval_every >= 1, "at least 1"), ("valid-size", self.valid_size >= 1, "at least 1"),
                   ("warmup", self.warmup >= 0, "at least 0"), ("enc-layers", self.enc_layers is None or self.enc_layers >= 0, "at least 0"),
+                  ("layers", self.layers is None or self.layers >= 1, "at least 1"), ("heads", self.heads is None or self.heads >= 1, "at least 1"),
+                  ("d-model", self.d_model is None or self.d_model >= 1, "at least 1"),
+                  ("max-position", self.max_position is None or self.max_position >= 2, "at least 2"),
                   ("lr", math.isfinite(self.lr) and self.lr > 0, "a positive number"),
                   ("pe-scale", math.isfinite(self.pe_scale) and self.pe_scale >= 0, "a number ≥ 0"),
                   ("stop-at", self.stop_at is None or 0 <= self.stop_at <= 1, "in [0, 1]"),
@@ -239,9 +247,20 @@ class RunConfig:
             raise ConfigError("+varied trains every batch in a frame of its numbers' length; it takes no --frame-spread and no ABC bias")
         if self.frame_spread and self.pad_width is None:
             raise ConfigError("--frame-spread widens a fixed frame; the growing geometry has none")
+        if self.max_position is not None and self.scheme not in ("random", "abacus", "coupling"):
+            raise ConfigError(f"--max-position sizes the positions of random, abacus and coupling; {self.scheme} has none")
         if self.pad_width is not None and self.pad_width < POOL_DIGITS:
             raise ConfigError(f"pad width must be at least {POOL_DIGITS} (the training numbers have up to {POOL_DIGITS} digits)")
-        self.model_config()  # validates the positional scheme
+        model = self.model_config()  # validates the positional scheme
+        if model.d_model % model.heads:
+            raise ConfigError(f"the model's width ({model.d_model}) must be a multiple of its heads ({model.heads}); set --d-model or --heads")
+
+    @property
+    def shape(self) -> str | None:
+        """The model's size where options changed the preset's (``1 layer, 4 heads, d 128``); None otherwise."""
+        parts = [(self.layers, "layer"), (self.heads, "head"), (self.d_model, "d"), (self.max_position, "position")]
+        words = [f"d {n}" if unit == "d" else f"{n} {unit}{'s' * (n != 1)}" for n, unit in parts if n is not None]
+        return ", ".join(words) or None
 
     @property
     def train_pad_width(self) -> int:
@@ -259,9 +278,12 @@ class RunConfig:
     def model_config(self) -> ModelConfig:
         """The preset's model; a decoder-only one has two causal layers per decoder layer, as many
         attention sublayers as the encoder-decoder's decoder (docs/decoder-only.md)."""
-        decoder_only = {"enc_layers": 0, "dec_layers": 2 * PRESETS[self.preset]["dec_layers"]}
+        decoder_only = {"enc_layers": 0, "dec_layers": self.layers or 2 * PRESETS[self.preset]["dec_layers"]}
         depth = decoder_only if self.arch == "decoder" else {} if self.enc_layers is None else {"enc_layers": self.enc_layers}
-        return ModelConfig(**{**PRESETS[self.preset], **depth, "arch": self.arch, "scheme": self.scheme, "period": self.period, "pe_scale": self.pe_scale,
+        shape = {"heads": self.heads, "d_model": self.d_model, "d_ff": self.d_model and 4 * self.d_model, "max_position": self.max_position,
+                 "dec_layers": self.layers if self.arch != "decoder" else None}
+        return ModelConfig(**{**PRESETS[self.preset], **{k: v for k, v in shape.items() if v is not None}, **depth,
+                              "arch": self.arch, "scheme": self.scheme, "period": self.period, "pe_scale": self.pe_scale,
                               "cpi_from": self.cpi_from, "cpi_unit": "pair" if self.window_unit == "pair" and self.period else "token"})
 
     def to_dict(self) -> dict:

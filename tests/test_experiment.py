@@ -97,8 +97,10 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
     changed = {"arch": "decoder", "preset": "tiny", "pe_scale": 0.5, "cpi_from": "end", "pad_width": 30, "frame_spread": 2,
                "data_seed": 4, "steps": 77, "batch_size": 16, "lr": 0.002, "warmup": 7, "stop_at": 0.9, "train_on": 2.0, "eval_every": 11,
                "valid_size": 33, "abc_pad_width": 12, "kappa_self": 0.5, "kappa_cross": 3.0, "min_support": 0.25, "samples": 40, "seed": 5,
-               "min_accuracy": 0.5, "rules": "all,-band", "lengths": (6, 9), "test_seed": 3, "test_frame": "fixed"}
-    assert set(changed) == set(OVERRIDABLE) - {"bias_file", "enc_layers", "window_unit"}  # --bias: test_an_option_…; a decoder has no encoder
+               "min_accuracy": 0.5, "rules": "all,-band", "lengths": (6, 9), "test_seed": 3, "test_frame": "fixed",
+               "layers": 3, "heads": 2, "d_model": 32}
+    # --bias: test_an_option_…; a decoder has no encoder; ABC's model has no position table (test_a_model_shape_…)
+    assert set(changed) == set(OVERRIDABLE) - {"bias_file", "enc_layers", "window_unit", "max_position"}
     assert dry_run("--enc-layers", 2)["experiment"]["overrides"] == {"enc_layers": 2}
     paired = dry_run("--task", "addition", "--method", "+w=1", "--window-unit", "column")["experiment"]  # a window on a binary task
     assert paired["overrides"] == {"window_unit": "column"} and paired["run"]["window_unit"] == "column"
@@ -110,6 +112,29 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
     assert experiment.source.lr == 0.002 and experiment.source.steps == PAPER.steps_addition_plain  # shared and own fields
     again = dry_run(*shlex.split(experiment.command)[2:])["experiment"]
     assert again == resolved
+
+
+def test_a_model_shape_set_by_options_is_the_runs_and_a_protocol_of_its_own():
+    """--layers, --heads, --d-model and --max-position change the preset's model (a method in its
+    own paper's shape); the record names the shape, and the report pools it apart."""
+    from abcmini.config import RunConfig
+    from abcmini.nn.decoder import build_model
+    from abcmini.outputs.report import describe_protocol, protocol
+
+    options = ("--layers", 1, "--heads", 4, "--d-model", 128, "--max-position", 64)
+    run = dry_run("--recipe", "decoder", "--task", "addition", "--method", "coupling", *map(str, options))["experiment"]["run"]
+    cfg = RunConfig(**run)
+    model = build_model(cfg.model_config())
+    assert (len(model.layers), model.cfg.heads, model.cfg.d_model, model.cfg.d_ff) == (1, 4, 128, 512)
+    assert model.token_positions.table.num_embeddings == 65 and cfg.shape == "1 layer, 4 heads, d 128, 64 positions"
+    preset = {"recipe": "decoder", "arch": "decoder", "preset": "cpu", "pad_width": 12, "test_frame": "follows"}
+    assert protocol({**preset, "shape": cfg.shape}) != protocol(preset) == protocol({**preset, "shape": None})
+    assert "preset cpu (1 layer, 4 heads, d 128, 64 positions)" in describe_protocol(protocol({**preset, "shape": cfg.shape}))
+    assert RunConfig(task="addition", arch="decoder").model_config().dec_layers == 4  # the preset's two layers, doubled
+    for bad, needle in [(("--heads", 3), "must be a multiple of its heads (3)"), (("--max-position", 64), "vanilla has none"),
+                        (("--layers", 0), "--layers must be at least 1")]:
+        result = runner.invoke(app, ["train", *map(str, bad), "--dry-run"])
+        assert result.exit_code == 2 and needle in result.output, result.output
 
 
 CELL_OPTIONS = {"task", "method", "seed", "recipe", "window", "period", "growing", "calibration", "out", "source", "resume", "proceed",

@@ -161,7 +161,7 @@ class Scaffolded(nn.Module):
     def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):
         super().__init__()
         self.cfg, self.scaffold, self._biases = cfg, scaffold, {}
-        self.token_positions = TokenPositions(cfg.scheme, cfg.d_model, cfg.digit_tokens, cfg.pe_scale) if cfg.scheme in TOKEN_SCHEMES else None
+        self.token_positions = TokenPositions(cfg.scheme, cfg.d_model, cfg.digit_tokens, cfg.pe_scale, cfg.max_position) if cfg.scheme in TOKEN_SCHEMES else None
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
 
     def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:

@@ -18,10 +18,10 @@ TOKEN_SCHEMES = ("random", "abacus", "coupling")
 
 
 class TokenPositions(nn.Module):
-    def __init__(self, scheme: str, dim: int, digit_tokens: int, pe_scale: float = 1.0):
+    def __init__(self, scheme: str, dim: int, digit_tokens: int, pe_scale: float = 1.0, max_position: int | None = None):
         super().__init__()
         self.scheme, self.dim, self.digit_tokens, self.pe_scale = scheme, dim, digit_tokens, pe_scale
-        self.max_position = {"abacus": abacus.MAX_POSITION, "coupling": coupling.MAX_POSITION}.get(scheme, MAX_LENGTH)
+        self.max_position = max_position or {"abacus": abacus.MAX_POSITION, "coupling": coupling.MAX_POSITION}.get(scheme, MAX_LENGTH)
         if scheme != "random":
             self.table = nn.Embedding(self.max_position + 1, dim)
         self._test_draws = {}  # a test's randomized positions, drawn once per (batch, length): every decoding step reads them

@@ -52,16 +52,17 @@ def record_paths(runs_dir: str) -> list[str]:
 
 
 def protocol(record: dict) -> tuple:
-    """What must be equal for two runs to share a cell: recipe, model, preset, pad width, test frame."""
-    return (record.get("recipe"), record.get("arch", "encoder-decoder"), record.get("preset"), record.get("pad_width"),
+    """What must be equal for two runs to share a cell: recipe, model, preset (and a size that
+    options changed), pad width, test frame."""
+    return (record.get("recipe"), record.get("arch", "encoder-decoder"), record.get("preset"), record.get("shape"), record.get("pad_width"),
             record.get("test_frame", "fixed"))
 
 
 def describe_protocol(key: tuple) -> str:
-    recipe, arch, preset, pad_width, test_frame = key
+    recipe, arch, preset, shape, pad_width, test_frame = key
     frame = "growing geometry" if not pad_width else f"pad width {pad_width}" + (
         " in training, each test in a frame of its length plus the training numbers' leading zeros" if test_frame == "follows" else "")
-    return f"recipe {recipe}, {model_name(arch)} model, preset {preset}, {frame}"
+    return f"recipe {recipe}, {model_name(arch)} model, preset {preset}{f' ({shape})' if shape else ''}, {frame}"
 
 
 def model_name(arch: str) -> str:
@@ -349,7 +350,7 @@ def page(records: list[dict], figure_names: list[str] = (), invocations: list[di
     kept, left_out = pool(records)
     cells = summarize(kept)
     lengths = sorted({n for per_length in cells.values() for n in per_length})
-    main = protocol(kept[0]) if kept else (None,) * 5
+    main = protocol(kept[0]) if kept else (None,) * 6
     seeds = sorted({r["seed"] for r in kept})
     parts = [f"{MARKER}\n",
              f"Protocol: {describe_protocol(main)}; test seed {sorted({r.get('test_seed') for r in kept})[0] if kept else '–'}; "
