@@ -204,6 +204,8 @@ class RunConfig:
     varied: bool = setting(False, "cell")  # each training batch one length of 1…7 digits in a frame of that length; tests in a frame of theirs
     seed: int = setting(0, "cell")
     data_seed: int = setting(0, "shared", 'Seed of the number pool and its train/validation split.')
+    train_digits: int = setting(POOL_DIGITS, "shared", "Longest training operand: 7 draws from the paper's pool of "
+                                "[0, 2^20]; another value, numbers of uniformly random length up to it.")
     steps: int = setting(_PAPER.steps, "run", 'Step cap.')
     batch_size: int = setting(_PAPER.batch_size, "shared", 'Examples per optimizer step.')
     lr: float = setting(_PAPER.lr, "shared", 'Peak learning rate (warmup, cosine decay).')
@@ -249,8 +251,10 @@ class RunConfig:
             raise ConfigError("--frame-spread widens a fixed frame; the growing geometry has none")
         if self.max_position is not None and self.scheme not in ("random", "abacus", "coupling"):
             raise ConfigError(f"--max-position sizes the positions of random, abacus and coupling; {self.scheme} has none")
-        if self.pad_width is not None and self.pad_width < POOL_DIGITS:
-            raise ConfigError(f"pad width must be at least {POOL_DIGITS} (the training numbers have up to {POOL_DIGITS} digits)")
+        if self.train_digits < 1:
+            raise ConfigError(f"--train-digits must be at least 1, got {self.train_digits}")
+        if self.pad_width is not None and self.pad_width < self.train_digits:
+            raise ConfigError(f"pad width must be at least {self.train_digits} (the training numbers have up to {self.train_digits} digits)")
         model = self.model_config()  # validates the positional scheme
         if model.d_model % model.heads:
             raise ConfigError(f"the model's width ({model.d_model}) must be a multiple of its heads ({model.heads}); set --d-model or --heads")
@@ -264,7 +268,7 @@ class RunConfig:
 
     @property
     def train_pad_width(self) -> int:
-        return self.pad_width if self.pad_width is not None else POOL_DIGITS
+        return self.pad_width if self.pad_width is not None else self.train_digits
 
     @property
     def aligned(self) -> bool:

@@ -11,19 +11,19 @@ class GeometryError(UserError):
     pass
 
 
-def pad_width_for(length: int, fixed_pad_width: int | None, follows: bool = False, period: int = 0) -> int:
+def pad_width_for(length: int, fixed_pad_width: int | None, follows: bool = False, period: int = 0, train_digits: int = POOL_DIGITS) -> int:
     """The pad width a test at ``length`` digits uses: the run's fixed width; the length itself
     (never below the training width) in the growing geometry; when the frame ``follows`` the
-    test, the length plus the leading zeros every training number had (``pad width − 7``): a model
+    test, the length plus the leading zeros every training number had (``pad width − train_digits``): a model
     that always saw its number start after zeros is not asked where a number with none ends.
     With a CPI ``period`` T the following frame is widened to the training width's residue mod T,
     so every token, the start marker included, keeps the phase it was trained at."""
     if length < 1:
         raise GeometryError(f"length must be at least 1, got {length}")
     if fixed_pad_width is None:
-        return max(length, POOL_DIGITS)
+        return max(length, train_digits)
     if follows:
-        width = max(length + fixed_pad_width - POOL_DIGITS, fixed_pad_width)
+        width = max(length + fixed_pad_width - train_digits, fixed_pad_width)
         return width + (fixed_pad_width - width) % period if period else width
     if length > fixed_pad_width:
         raise GeometryError(f"length {length} does not fit the run's fixed pad width {fixed_pad_width}; pass --test-frame follows to test it in a frame as wide as the length, or train with a wider --pad-width")

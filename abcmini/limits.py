@@ -14,7 +14,7 @@ import torch
 
 from abcmini.errors import UserError
 from abcmini.experiment import RunConfig
-from abcmini.tasks import POOL_DIGITS, sequence_lengths
+from abcmini.tasks import sequence_lengths
 
 GIB = 2**30
 
@@ -59,7 +59,7 @@ EVAL_BUDGET = 2 * GIB  # what one evaluation batch may hold: long tests run in s
 def batch_for(cfg: RunConfig, pad_width: int, batch_size: int) -> int:
     """The evaluation batch at ``pad_width``: ``batch_size``, halved until a batch needs at most
     ``EVAL_BUDGET`` (at least 1): a 500-digit test runs in batches of tens, not thousands."""
-    wide = replace(cfg, pad_width=max(pad_width, POOL_DIGITS))  # a +varied run's frames below 7 digits: bounded by 7's
+    wide = replace(cfg, pad_width=max(pad_width, cfg.train_digits))  # a +varied run's frames below its longest: bounded by it
     while batch_size > 1 and step_bytes(wide, batch_size, grad=False) > EVAL_BUDGET:
         batch_size //= 2
     return batch_size
@@ -67,7 +67,7 @@ def batch_for(cfg: RunConfig, pad_width: int, batch_size: int) -> int:
 
 def check_evaluation(cfg: RunConfig, widest: int, device) -> None:
     """Refuse an evaluation whose smallest batch cannot fit in memory at the widest test frame."""
-    needs = step_bytes(replace(cfg, pad_width=max(widest, POOL_DIGITS)), 1, grad=False)
+    needs = step_bytes(replace(cfg, pad_width=max(widest, cfg.train_digits)), 1, grad=False)
     have = available_bytes(device)
     if needs > have:
         raise UserError(f"evaluating at pad width {widest} needs about {needs / GIB:,.1f} GiB of memory for one example; "

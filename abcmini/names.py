@@ -28,7 +28,7 @@ BIGGEST = {"seed": (0, SEED_MAX), "data_seed": (0, SEED_MAX), "test_seed": (0, S
            "steps": (None, 10**9), "warmup": (None, 10**9), "eval_every": (None, 10**9), "batch_size": (None, 10**7),
            "valid_size": (None, 10**7), "samples": (None, 10**7), "calibration.samples": (None, 10**7), "lengths": (None, 10**6),
            "pad_width": (None, 10**6), "abc_pad_width": (None, 10**6), "frame_spread": (0, 10**6), "window": (None, 10**6), "period": (None, 10**6),
-           "enc_layers": (None, 1000), "layers": (None, 1000), "heads": (None, 1024), "d_model": (None, 1 << 16), "max_position": (None, 10**6), "threads": (None, 4096), "workers": (None, 4096)}
+           "enc_layers": (None, 1000), "layers": (None, 1000), "heads": (None, 1024), "d_model": (None, 1 << 16), "max_position": (None, 10**6), "train_digits": (None, 10**4), "threads": (None, 4096), "workers": (None, 4096)}
 
 
 def check_int(value, name: str, option: str | None = None) -> None:

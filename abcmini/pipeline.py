@@ -23,7 +23,7 @@ from abcmini.limits import batch_for, check_evaluation, check_writable
 from abcmini.config import Calibration, check_test_frame
 from abcmini.store import CHECKPOINT, checkpoint_identity, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
 from abcmini.tasks import (POOL_DIGITS, Example, Pool, detokenize, digit_mask, extrapolation_operands, extrapolation_set_size, format_task,
-                           padding_cells, sample_operands)
+                           padding_cells, training_operands)
 from abcmini.outputs.track import ID_FILE, Tracker, artifact_name, run_config, under_agent
 from abcmini.train import Trainer, load_model
 
@@ -211,9 +211,10 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
                                    f"{settings.min_accuracy:.2%}; train it longer (--stop-at)")
     rules = settings.rule_names()
     layers = calibrated_layers(model.cfg.dec_layers, rules)
-    a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).train, settings.samples, torch.Generator().manual_seed(settings.seed))
+    a, b = training_operands(cfg.task, Pool.make(cfg.data_seed).train, settings.samples, torch.Generator().manual_seed(settings.seed),
+                             cfg.train_digits)
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
-    self_avg, cross_avg = average_attention(model, example, POOL_DIGITS + 1, layers=layers)
+    self_avg, cross_avg = average_attention(model, example, cfg.train_digits + 1, layers=layers)
     out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]
     scaffold = procedure(self_avg, cross_avg, segments_of(digit_mask(example.src[0])), padding_cells(example.src), out_padding,
                          settings.kappa_self, settings.kappa_cross, settings.min_support, rules)
@@ -261,7 +262,7 @@ def record(experiment: Experiment | None, cfg: RunConfig, history: list, test_se
     saved, last = experiment.to_dict() if experiment else {}, history[-1] if history else {}
     calibration = {"calibration": saved["calibration"]} if saved.get("calibration") else {}
     return {"task": cfg.task, "arch": cfg.arch, "method": cfg.label, "cell_method": saved.get("cell", {}).get("method"), "scheme": cfg.scheme,
-            "window": cfg.window, "period": cfg.period, "preset": cfg.preset, "shape": cfg.shape, "pad_width": protocol_width(experiment, cfg),
+            "window": cfg.window, "period": cfg.period, "preset": cfg.preset, "shape": cfg.shape, "train_digits": cfg.train_digits, "pad_width": protocol_width(experiment, cfg),
             "train_pad_width": cfg.pad_width, "seed": cfg.seed,
             "recipe": saved.get("recipe"), "overrides": saved.get("overrides", {}), **calibration, "test_seed": test_seed,
             "train_steps": last.get("step"), "train_seconds": last.get("seconds"), "valid_acc": last.get("valid_acc"),
@@ -363,7 +364,7 @@ def test_frames(experiment: Experiment | None, cfg: RunConfig, lengths, test_fra
     if cfg.varied:
         return list(lengths)
     follows = frame_of(experiment, test_frame) == "follows"
-    return [pad_width_for(length, protocol_width(experiment, cfg), follows, cfg.period) for length in lengths]
+    return [pad_width_for(length, protocol_width(experiment, cfg), follows, cfg.period, cfg.train_digits) for length in lengths]
 
 
 def check_cell_evaluation(experiment: Experiment, device) -> None:

@@ -228,6 +228,33 @@ def sample_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.G
     return a, b
 
 
+def random_numbers(n: int, digits: int, generator: torch.Generator, length: int | None = None) -> torch.Tensor:
+    """``[n, digits]`` numbers, most significant digit first, each of a length drawn uniformly
+    from 1 … ``digits`` (or exactly ``length``), with a non-zero lead: the training numbers of a
+    run whose ``train_digits`` is not the pool's 7 (the pool of [0, 2^20] has no longer ones)."""
+    lengths = torch.full((n,), length) if length else torch.randint(1, digits + 1, (n,), generator=generator)
+    draw = torch.randint(10, (n, digits), generator=generator)
+    lead = torch.randint(1, 10, (n,), generator=generator)
+    start = digits - lengths  # the column of each number's leading digit
+    draw = torch.where(torch.arange(digits) < start[:, None], 0, draw)
+    rows = torch.arange(n)
+    draw[rows, start] = torch.where(lengths > 1, lead, draw[rows, start])  # a one-digit number may be 0
+    return draw
+
+
+def training_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.Generator, digits: int = POOL_DIGITS,
+                      length: int | None = None):
+    """Operands of the training distribution: drawn from the pool split ``numbers`` (the paper's
+    protocol, ``digits`` 7), else random numbers of up to ``digits`` digits (``length``: exactly
+    that many), each operand independently."""
+    if digits == POOL_DIGITS:
+        return sample_operands(task, numbers, n, generator)
+    a = random_numbers(n, digits, generator, length)
+    if task == "addition":
+        return a, random_numbers(n, digits, generator, length)
+    return a, torch.randint(10, (n,), generator=generator) if task == "nx1" else None
+
+
 def by_length(numbers: torch.Tensor) -> list[torch.Tensor]:
     """A split's numbers grouped by digit count: item ``ℓ − 1`` holds those of exactly ``ℓ``
     digits (0 counts as one digit), for ``ℓ`` in 1 … ``POOL_DIGITS``."""

@@ -15,7 +15,7 @@ from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig, learning_rate, run_config_of
 from abcmini.nn.decoder import build_model
 from abcmini.store import CheckpointError, check_bias_matches, load_bias, load_checkpoint, save_checkpoint
-from abcmini.tasks import POOL_DIGITS, Example, Pool, by_length, format_task, sample_operands
+from abcmini.tasks import POOL_DIGITS, Example, Pool, by_length, format_task, training_operands
 
 BUDGET = ("steps", "stop_at", "train_on")  # what a resumed run may change
 
@@ -81,27 +81,30 @@ class Trainer:
         self.pool = Pool.make(cfg.data_seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)
         valid_generator = torch.Generator().manual_seed(cfg.data_seed + 1)
+        digits = cfg.train_digits
         if cfg.varied:  # one validation set per length, each in its own frame; lengths the split lacks are left out
-            self.train_numbers = by_length(self.pool.train)
-            sizes = [len(part) for part in torch.arange(cfg.valid_size).tensor_split(POOL_DIGITS)]
-            self.valid_sets = [format_task(cfg.task, *sample_operands(cfg.task, numbers, size, valid_generator), length, cfg.aligned)
-                               for length, (numbers, size) in enumerate(zip(by_length(self.pool.valid), sizes), 1) if size and len(numbers)]
+            self.train_numbers = by_length(self.pool.train) if digits == POOL_DIGITS else [self.pool.train] * digits
+            valid_numbers = by_length(self.pool.valid) if digits == POOL_DIGITS else [self.pool.valid] * digits
+            sizes = [len(part) for part in torch.arange(cfg.valid_size).tensor_split(digits)]
+            self.valid_sets = [format_task(cfg.task, *training_operands(cfg.task, numbers, size, valid_generator, digits, length),
+                                           length, cfg.aligned)
+                               for length, (numbers, size) in enumerate(zip(valid_numbers, sizes), 1) if size and len(numbers)]
         else:
-            a, b = sample_operands(cfg.task, self.pool.valid, cfg.valid_size, valid_generator)
+            a, b = training_operands(cfg.task, self.pool.valid, cfg.valid_size, valid_generator, digits)
             self.valid_sets = [format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)]
         self.valid = self.valid_sets[-1]  # the longest: what the attention figures draw
         self.step_count, self.history, self.elapsed = 0, [], 0.0
 
     def batch(self) -> Example:
         """The next training batch: in the training frame (widened by up to ``frame_spread``
-        digits), or for a ``varied`` run numbers of one length, uniform over 1 … 7 digits, in a
-        frame of exactly that length."""
+        digits), or for a ``varied`` run numbers of one length, uniform over 1 … ``train_digits``,
+        in a frame of exactly that length."""
         cfg = self.cfg
         if cfg.varied:
-            length = int(torch.randint(1, POOL_DIGITS + 1, (1,), generator=self.generator))
-            a, b = sample_operands(cfg.task, self.train_numbers[length - 1], cfg.batch_size, self.generator)
+            length = int(torch.randint(1, cfg.train_digits + 1, (1,), generator=self.generator))
+            a, b = training_operands(cfg.task, self.train_numbers[length - 1], cfg.batch_size, self.generator, cfg.train_digits, length)
             return format_task(cfg.task, a, b, length, cfg.aligned)
-        a, b = sample_operands(cfg.task, self.pool.train, cfg.batch_size, self.generator)
+        a, b = training_operands(cfg.task, self.pool.train, cfg.batch_size, self.generator, cfg.train_digits)
         spread = int(torch.randint(cfg.frame_spread + 1, (1,), generator=self.generator)) if cfg.frame_spread else 0
         return format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.aligned)
 

@@ -178,3 +178,33 @@ def test_extrapolation_operands_for_binary_tasks():
 
 def test_int_to_digits():
     assert int_to_digits(torch.tensor([0, 7, 1048576]), 7).tolist() == [[0] * 7, [0] * 6 + [7], [1, 0, 4, 8, 5, 7, 6]]
+
+
+def test_train_digits_beyond_the_pool_draws_every_length_up_to_it_and_the_pool_stays_the_papers(tmp_path):
+    """``--train-digits 12``: numbers of uniformly random length 1 … 12, a non-zero lead, in
+    training, validation, the frame and the following test frames; 7 keeps the paper's pool,
+    draw for draw."""
+    from abcmini.config import ConfigError, RunConfig
+    from abcmini.evaluate import pad_width_for
+    from abcmini.tasks import random_numbers, sample_operands, training_operands
+    from abcmini.train import Trainer
+
+    numbers = random_numbers(12_000, 12, torch.Generator().manual_seed(0))
+    lengths = 12 - (numbers.cumsum(1) == 0).sum(1)  # a number's length: its digits from the first non-zero one
+    counts = torch.bincount(lengths.clamp(min=1), minlength=13)[1:]
+    assert counts.min() > 800 and counts.max() < 1200  # about 1,000 of each length 1 … 12
+    exact = random_numbers(100, 12, torch.Generator().manual_seed(1), length=9)
+    assert (exact[:, :3] == 0).all() and (exact[:, 3] > 0).all()
+    pool = Pool.make(0).train
+    draws = [f(*args, 64, torch.Generator().manual_seed(2)) for f, args in ((sample_operands, ("addition", pool)),
+                                                                             (training_operands, ("addition", pool)))]
+    assert all(torch.equal(x, y) for x, y in zip(*draws))  # 7 digits: the pool, draw for draw
+    cfg = RunConfig(task="addition", preset="tiny", pad_width=14, train_digits=12, valid_size=60)
+    trainer = Trainer(cfg, str(tmp_path))
+    one = format_task("addition", *training_operands("addition", None, 1, torch.Generator(), 12), 14)
+    assert trainer.valid.src.shape == (60, one.src.shape[1])  # validation in the pad-14 frame
+    longest = max(14 - int((digits.cumsum(0) == 0).sum()) for digits in trainer.batch().src[:, 1:15])
+    assert longest > 7  # numbers the pool does not have
+    assert pad_width_for(20, 14, follows=True, train_digits=12) == 22  # the training numbers' two leading zeros, kept
+    with pytest.raises(ConfigError, match="pad width must be at least 12"):
+        RunConfig(task="addition", pad_width=10, train_digits=12)

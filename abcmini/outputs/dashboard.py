@@ -29,7 +29,7 @@ from abcmini.outputs.report import (ABS_ROWS, LONG_LENGTH, MAIN_LENGTHS, MAIN_RO
                             cell, collect, describe_protocol, family, methods_beside, methods_rows, model_name, pool, protocol,
                             published_rows, summarize)
 from abcmini.store import CHECKPOINT, StoreError, atomic_write, load_bias, load_checkpoint
-from abcmini.tasks import POOL_DIGITS, Example, Pool, detokenize, format_task, sample_operands
+from abcmini.tasks import POOL_DIGITS, Example, Pool, detokenize, format_task, training_operands
 from abcmini.train import load_model
 from abcmini.outputs.wandb_files import logged_history
 
@@ -67,7 +67,7 @@ def method_style(method: str) -> tuple[str, str]:
     return METHOD_STYLE.get(method) or OTHER_STYLES[int(hashlib.sha256(method.encode()).hexdigest(), 16) % len(OTHER_STYLES)]
 
 
-def accuracy_figure(task: str, cells: dict) -> go.Figure:
+def accuracy_figure(task: str, cells: dict, train_digits: int = POOL_DIGITS) -> go.Figure:
     """Exact match against length for every method of ``task``: median line, seed-range band,
     the paper's numbers as markers; a method's traces switch on and off together. Methods are
     nudged apart along the length axis (hover shows the true length), so equal lines stay visible."""
@@ -75,8 +75,8 @@ def accuracy_figure(task: str, cells: dict) -> go.Figure:
     methods = sorted(method for t, method in cells if t == task)
     longest = max(n for (t, _), per_length in cells.items() if t == task for n in per_length)
     log = longest >= LOG_FROM
-    fig.add_trace(go.Scatter(x=[1, POOL_DIGITS, POOL_DIGITS, 1], y=[-3, -3, 103, 103], fill="toself", fillcolor="rgba(0,0,0,0.06)",
-                             line={"width": 0}, mode="lines", name=f"training lengths (1–{POOL_DIGITS})", hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=[1, train_digits, train_digits, 1], y=[-3, -3, 103, 103], fill="toself", fillcolor="rgba(0,0,0,0.06)",
+                             line={"width": 0}, mode="lines", name=f"training lengths (1–{train_digits})", hoverinfo="skip"))
     for k, method in enumerate(methods):
         color, symbol = method_style(method)
         nudge = k - (len(methods) - 1) / 2
@@ -216,7 +216,7 @@ def cell_html(record: dict, first: bool) -> tuple[str, bool]:
     if state["history"]:
         parts.append(figure_html(training_figure(state["history"], logged_history(run)), first))
         first = False
-    a, b = sample_operands(cfg.task, Pool.make(cfg.data_seed).valid, 1, torch.Generator().manual_seed(0))
+    a, b = training_operands(cfg.task, Pool.make(cfg.data_seed).valid, 1, torch.Generator().manual_seed(0), cfg.train_digits)
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
     one = Example(example.src[:1], example.tgt_in[:1], example.tgt_out[:1])
     (self_map,), (cross_map,) = average_attention(model, one, one.tgt_out.shape[1])
@@ -251,7 +251,7 @@ def section_html(key: tuple, records: list[dict], number: int, first: bool) -> t
     body = [f"<h2 id='protocol-{number}'>{html.escape(describe_protocol(key))}</h2>",
             f"<p>{len(kept)} runs; exact match on 10,000 numbers per length (fewer where fewer exist).</p>"]
     for task in tasks:
-        body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells), first)}")
+        body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells, key[-1]), first)}")
         first = False
     main = [n for n in MAIN_LENGTHS if n in lengths]
     if main and any(row in cells for row in MAIN_ROWS):
@@ -303,7 +303,7 @@ def todays_section(groups: list[tuple[tuple, list[dict]]], first: bool) -> tuple
         body.append(f"<section class='todays'><h2 id='todays-{i}'>Today's methods beside ABC and ABS: {html.escape(describe_protocol(key))}</h2>")
         columns = ("method", "model", "seeds", *lengths, "steps", "training s", "published")
         for task, rows in tables.items():
-            body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells), first)}{rows_html('methods', columns, rows)}")
+            body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells, key[-1]), first)}{rows_html('methods', columns, rows)}")
             first = False
         body.append(f"<p>{html.escape(METHODS_NOTE)}</p></section>")
     return "".join(body), first

@@ -53,16 +53,17 @@ def record_paths(runs_dir: str) -> list[str]:
 
 def protocol(record: dict) -> tuple:
     """What must be equal for two runs to share a cell: recipe, model, preset (and a size that
-    options changed), pad width, test frame."""
+    options changed), pad width, test frame, the longest training number."""
     return (record.get("recipe"), record.get("arch", "encoder-decoder"), record.get("preset"), record.get("shape"), record.get("pad_width"),
-            record.get("test_frame", "fixed"))
+            record.get("test_frame", "fixed"), record.get("train_digits", POOL_DIGITS))
 
 
 def describe_protocol(key: tuple) -> str:
-    recipe, arch, preset, shape, pad_width, test_frame = key
+    recipe, arch, preset, shape, pad_width, test_frame, train_digits = key
     frame = "growing geometry" if not pad_width else f"pad width {pad_width}" + (
         " in training, each test in a frame of its length plus the training numbers' leading zeros" if test_frame == "follows" else "")
-    return f"recipe {recipe}, {model_name(arch)} model, preset {preset}{f' ({shape})' if shape else ''}, {frame}"
+    numbers = f", training numbers of up to {train_digits} digits" if train_digits != POOL_DIGITS else ""
+    return f"recipe {recipe}, {model_name(arch)} model, preset {preset}{f' ({shape})' if shape else ''}, {frame}{numbers}"
 
 
 def model_name(arch: str) -> str:
@@ -159,10 +160,11 @@ def published_rows(cells: dict, records: list[dict]) -> list[tuple]:
     (``abacus``, ``abacus+varied``), then our other methods: our lengths of 100 digits and more,
     each row with its own protocol (training length, test length and their ratio)."""
     recipe = records[0].get("recipe") if records else None
+    digits = records[0].get("train_digits", POOL_DIGITS) if records else POOL_DIGITS
     ordered = sorted(cells, key=cell_order)
 
     def ours(keys):
-        return [(f"abcmini {method}", task, f"1–{POOL_DIGITS}", str(n), f"{n / POOL_DIGITS:.0f}×", f"{cell(cells[(task, method)][n])}%",
+        return [(f"abcmini {method}", task, f"1–{digits}", str(n), f"{n / digits:.0f}×", f"{cell(cells[(task, method)][n])}%",
                  f"recipe {recipe}, {len(cells[(task, method)][n])} seed(s), this repository")
                 for task, method in keys for n in sorted(n for n in cells[(task, method)] if n >= LONG_LENGTH)]
 
@@ -350,7 +352,7 @@ def page(records: list[dict], figure_names: list[str] = (), invocations: list[di
     kept, left_out = pool(records)
     cells = summarize(kept)
     lengths = sorted({n for per_length in cells.values() for n in per_length})
-    main = protocol(kept[0]) if kept else (None,) * 6
+    main = protocol(kept[0]) if kept else (None,) * 6 + (POOL_DIGITS,)
     seeds = sorted({r["seed"] for r in kept})
     parts = [f"{MARKER}\n",
              f"Protocol: {describe_protocol(main)}; test seed {sorted({r.get('test_seed') for r in kept})[0] if kept else '–'}; "
