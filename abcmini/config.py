@@ -201,7 +201,7 @@ class RunConfig:
     pe_scale: float = setting(1.0, "run", 'Amplitude of the sinusoidal encoding.')
     pad_width: int | None = setting(_PAPER.pad_width, "shared", 'The fixed frame: operands padded to this many digits.')
     frame_spread: int = setting(0, "run", 'Train each batch in a frame of --pad-width plus 0 … this many digits.')
-    varied: bool = setting(False, "cell")  # each training batch one length of 1…7 digits in a frame of that length; tests in a frame of theirs
+    varied: bool = setting(False, "cell")  # each batch one length of 1…train_digits in a frame of that length; tests in a frame of theirs
     seed: int = setting(0, "cell")
     data_seed: int = setting(0, "shared", 'Seed of the number pool and its train/validation split.')
     train_digits: int = setting(POOL_DIGITS, "shared", "Longest training operand: 7 draws from the paper's pool of "

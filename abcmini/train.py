@@ -83,6 +83,7 @@ class Trainer:
         valid_generator = torch.Generator().manual_seed(cfg.data_seed + 1)
         digits = cfg.train_digits
         if cfg.varied:  # one validation set per length, each in its own frame; lengths the split lacks are left out
+            # the pool's numbers by length; past the pool (train_digits not 7) numbers are drawn, not taken from a split
             self.train_numbers = by_length(self.pool.train) if digits == POOL_DIGITS else [self.pool.train] * digits
             valid_numbers = by_length(self.pool.valid) if digits == POOL_DIGITS else [self.pool.valid] * digits
             sizes = [len(part) for part in torch.arange(cfg.valid_size).tensor_split(digits)]
