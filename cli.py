@@ -32,6 +32,10 @@ from abcmini.names import check_int
 console = Console()
 errors = Console(stderr=True)
 RECIPE_HELP = "paper | paper64 | quick | long | decoder | a recipe YAML file (abcmini recipe NAME shows one)."
+WANDB = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key).")
+WANDB_PROJECT = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini].")
+DEVICE = typer.Option("auto", help="auto | cpu | cuda")
+CALIBRATION = typer.Option(None, help="ABC: paper = Algorithm 1 as written (--rules none --kappa-cross 4.5); --rules and --kappa-* given too win.")
 
 
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
@@ -266,16 +270,16 @@ def train(
     window: int = typer.Option(None, help="ABS window w (with a scheme as --method)."),
     period: int = typer.Option(None, help="CPI period T: positions i mod T."),
     growing: bool = typer.Option(False, "--growing", help="Growing geometry: the pad width follows the length."),
-    calibration: str = typer.Option(None, help="ABC: paper = Algorithm 1 as written (--rules none --kappa-cross 4.5); --rules and --kappa-* given too win."),
+    calibration: str = CALIBRATION,
     out: str = typer.Option(None, help="Run directory [default: runs/RECIPE/TASK/NAME]."),
     source: str = typer.Option(None, help="ABC: the Vanilla run to calibrate (trained first if unfinished)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
     proceed: bool = typer.Option(False, "--continue", help="Continue the run if there is one, else start it (sweeps)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run in --out."),
     threads: int = typer.Option(None, min=1, help="Torch threads [default: torch's]."),
-    device: str = typer.Option("auto", help="auto | cpu | cuda"),
-    wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),
-    wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
+    device: str = DEVICE,
+    wandb: bool = WANDB,
+    wandb_project: str = WANDB_PROJECT,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved configuration and exit."),
     **fields,
 ):
@@ -293,7 +297,7 @@ def train(
         chosen = load_recipe(recipe)
         preset = calibration_preset(calibration)
         rule_names(fields["rules"] or "")
-        for name, value in ctx.params.items():  # every integer option against its bounds (names.BIGGEST)
+        for name, value in ctx.params.items():  # every integer option against its bounds (names.BOUNDS)
             check_int(value, "calibration.seed" if name == "calibration_seed" else name, "--" + name.replace("_", "-"))
         lengths = fields["lengths"] and parse_integers(fields["lengths"], "--lengths", minimum=1)
         bias = fields["bias"]
@@ -369,9 +373,9 @@ def calibration_preset(name: str | None) -> dict:
 def evaluate(
     run_dir: str = typer.Argument(..., help="A run directory written by abcmini train."),
     batch_size: int = typer.Option(1000, min=1, help="Sequences decoded at once (fewer where a batch would need over 2 GiB)."),
-    wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),
-    wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
-    device: str = typer.Option("auto", help="auto | cpu | cuda"),
+    wandb: bool = WANDB,
+    wandb_project: str = WANDB_PROJECT,
+    device: str = DEVICE,
     **fields,
 ):
     """Exact match by length on the seeded test sets; merges into RUN_DIR/eval.json."""
@@ -399,11 +403,11 @@ def calibrate_command(
     ctx: typer.Context,
     run_dir: str = typer.Argument(..., help="A run that has interpolated (trained without scaffolding)."),
     recipe: str = typer.Option(None, help=RECIPE_HELP + " Its calibration settings apply [default: the run's, else paper]."),
-    calibration: str = typer.Option(None, help="paper = Algorithm 1 as written (--rules none --kappa-cross 4.5); --rules and --kappa-* given too win."),
+    calibration: str = CALIBRATION,
     out: str = typer.Option(None, help="Bias file to write [default: RUN_DIR/abc_bias.pt]; heatmaps go beside it."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing bias file."),
-    wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."),
-    wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
+    wandb: bool = WANDB,
+    wandb_project: str = WANDB_PROJECT,
     **fields,
 ):
     """ABC: average an interpolating model's attention and turn it into line-table biases usable at any length (train --bias FILE)."""
@@ -518,8 +522,8 @@ def reproduce_command(
     quick: bool = typer.Option(False, "--quick", help="Small but real: recipe quick, Successor, Vanilla and ABC, seed 0."),
     out: str = typer.Option(None, help="Root of the runs, report.md and figures [default: runs/RECIPE]."),
     workers: int = typer.Option(2, min=1, help="Cells trained side by side (one thread each)."),
-    wandb: bool = typer.Option(True, "--wandb/--no-wandb", help="Track every run with Weights & Biases (offline without an API key)."),
-    wandb_project: str = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini]."),
+    wandb: bool = WANDB,
+    wandb_project: str = WANDB_PROJECT,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print every cell's resolved configuration and exit."),
 ):
     """The paper end to end: every cell of both tables through the same path as abcmini train, then the tables and figures. Resumes where it stopped."""

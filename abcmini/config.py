@@ -7,7 +7,7 @@ to it, and the command line builds its options from it (``OPTIONS``), before tor
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from abcmini.names import ConfigError, check_task, is_binary, method_label
+from abcmini.names import ConfigError, bound_name, check_int, check_task, is_binary, method_label
 from abcmini.nn.config import ARCHS, PRESETS, ModelConfig
 from abcmini.nn.rules import RULES
 
@@ -125,10 +125,10 @@ class Recipe:
         check_arch(self.arch)
         if self.preset not in PRESETS:
             raise ConfigError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
-        at_least = {name: 1 for name in ("batch_size", "eval_every", "valid_size", "abc_valid_size", "steps", "steps_addition_plain",
-                                         "steps_alibi", "steps_parity_plain", "steps_nx1_window", "steps_nx1_abc", "train_on", "abc_train_on")}
-        at_least |= {name: 0 for name in ("test_seed", "enc_layers", "enc_layers_in_attention", "warmup", "abc_frame_spread", "scaffold_pe_scale")}
-        at_least |= {"pad_width": POOL_DIGITS, "abc_pad_width": POOL_DIGITS}  # the training numbers have up to 7 digits
+        for f in fields(self):  # every integer against its bounds (names.BOUNDS), as the command line checks it
+            check_int(getattr(self, f.name), bound_name(f.name), f.name)
+        at_least = {"train_on": 1, "abc_train_on": 1, "scaffold_pe_scale": 0,
+                    "pad_width": POOL_DIGITS, "abc_pad_width": POOL_DIGITS}  # the training numbers have up to 7 digits
         for name, low in at_least.items():
             value = getattr(self, name)
             if value is not None and not value >= low:
@@ -138,8 +138,8 @@ class Recipe:
                 raise ConfigError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
         if not self.lr > 0:
             raise ConfigError(f"lr must be a positive number, got {self.lr}")
-        if not self.lengths or min(self.lengths) < 1:
-            raise ConfigError(f"lengths must be one or more whole numbers of at least 1, got {list(self.lengths)}")
+        if not self.lengths:
+            raise ConfigError("lengths must be one or more whole numbers of at least 1, got []")
 
     def derive(self, **changes) -> "Recipe":
         """A recipe based on this one: each change is ``field=(value, reason)``; calibration
@@ -221,14 +221,9 @@ class RunConfig:
             raise ConfigError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         if self.window is not None and self.bias_file is not None:
             raise ConfigError("--bias (ABC) and --window (ABS) are alternatives; pass one")
-        checks = [("window", self.window is None or self.window >= 0, "at least 0"), ("period", self.period >= 0, "at least 0 (0 turns CPI off)"),
-                  ("steps", self.steps >= 1, "at least 1"), ("frame-spread", self.frame_spread >= 0, "at least 0"), ("batch-size", self.batch_size >= 1, "at least 1"),
-                  ("eval-every", self.eval_every >= 1, "at least 1"), ("valid-size", self.valid_size >= 1, "at least 1"),
-                  ("warmup", self.warmup >= 0, "at least 0"), ("enc-layers", self.enc_layers is None or self.enc_layers >= 0, "at least 0"),
-                  ("layers", self.layers is None or self.layers >= 1, "at least 1"), ("heads", self.heads is None or self.heads >= 1, "at least 1"),
-                  ("d-model", self.d_model is None or self.d_model >= 1, "at least 1"),
-                  ("max-position", self.max_position is None or self.max_position >= 2, "at least 2"),
-                  ("lr", math.isfinite(self.lr) and self.lr > 0, "a positive number"),
+        for f in fields(self):  # every integer against its bounds (names.BOUNDS), as the command line checks it
+            check_int(getattr(self, f.name), f.name)
+        checks = [("lr", math.isfinite(self.lr) and self.lr > 0, "a positive number"),
                   ("pe-scale", math.isfinite(self.pe_scale) and self.pe_scale >= 0, "a number ≥ 0"),
                   ("stop-at", self.stop_at is None or 0 <= self.stop_at <= 1, "in [0, 1]"),
                   ("train-on", math.isfinite(self.train_on) and self.train_on >= 1, "at least 1 (a multiple of the step that reached --stop-at)")]
@@ -251,8 +246,6 @@ class RunConfig:
             raise ConfigError("--frame-spread widens a fixed frame; the growing geometry has none")
         if self.max_position is not None and self.scheme not in ("random", "abacus", "coupling"):
             raise ConfigError(f"--max-position sizes the positions of random, abacus and coupling; {self.scheme} has none")
-        if self.train_digits < 1:
-            raise ConfigError(f"--train-digits must be at least 1, got {self.train_digits}")
         if self.pad_width is not None and self.pad_width < self.train_digits:
             raise ConfigError(f"pad width must be at least {self.train_digits} (the training numbers have up to {self.train_digits} digits)")
         model = self.model_config()  # validates the positional scheme

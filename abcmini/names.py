@@ -24,17 +24,26 @@ def is_binary(task: str) -> bool:
 
 
 SEED_MAX = 2**31 - 1  # a test set's generator is seeded with seed * 1,000,003 + length: well inside torch's 64 bits
-BIGGEST = {"seed": (0, SEED_MAX), "data_seed": (0, SEED_MAX), "test_seed": (0, SEED_MAX), "calibration.seed": (0, SEED_MAX), "seeds": (0, SEED_MAX),
-           "steps": (None, 10**9), "warmup": (None, 10**9), "eval_every": (None, 10**9), "batch_size": (None, 10**7),
-           "valid_size": (None, 10**7), "samples": (None, 10**7), "calibration.samples": (None, 10**7), "lengths": (None, 10**6),
-           "pad_width": (None, 10**6), "abc_pad_width": (None, 10**6), "frame_spread": (0, 10**6), "window": (None, 10**6), "period": (None, 10**6),
-           "enc_layers": (None, 1000), "layers": (None, 1000), "heads": (None, 1024), "d_model": (None, 1 << 16), "max_position": (None, 10**6), "train_digits": (None, 10**4), "threads": (None, 4096), "workers": (None, 4096)}
+BOUNDS = {  # the lowest and highest value of each integer a user sets, checked once for the command line, recipes and runs
+    "seed": (0, SEED_MAX), "data_seed": (0, SEED_MAX), "test_seed": (0, SEED_MAX), "calibration.seed": (0, SEED_MAX), "seeds": (0, SEED_MAX),
+    "steps": (1, 10**9), "warmup": (0, 10**9), "eval_every": (1, 10**9), "batch_size": (1, 10**7), "valid_size": (1, 10**7),
+    "samples": (None, 10**7), "calibration.samples": (None, 10**7), "lengths": (1, 10**6), "pad_width": (None, 10**6),
+    "frame_spread": (0, 10**6), "window": (0, 10**6), "period": (0, 10**6), "enc_layers": (0, 1000), "layers": (1, 1000),
+    "heads": (1, 1024), "d_model": (1, 1 << 16), "max_position": (2, 10**6), "train_digits": (1, 10**4), "threads": (None, 4096),
+    "workers": (None, 4096)}
+
+
+def bound_name(field: str) -> str:
+    """The ``BOUNDS`` entry of a field: a recipe's ``steps_alibi`` is a step count, its
+    ``abc_valid_size`` a validation size, ``enc_layers_in_attention`` an encoder depth."""
+    name = field.removeprefix("abc_").removesuffix("_in_attention")
+    return "steps" if name.startswith("steps") else name
 
 
 def check_int(value, name: str, option: str | None = None) -> None:
-    """Refuse an integer outside what its use allows (``BIGGEST[name]``): a seed torch cannot take,
+    """Refuse an integer outside what its use allows (``BOUNDS[name]``): a seed torch cannot take,
     a step count or length no run could reach."""
-    low, high = BIGGEST.get(name.split(".")[-1] if name not in BIGGEST else name, (None, None))
+    low, high = BOUNDS.get(name if name in BOUNDS else bound_name(name.split(".")[-1]), (None, None))
     label = option or "--" + name.replace("_", "-")
     for v in value if isinstance(value, (tuple, list)) else (value,):
         if not isinstance(v, int) or isinstance(v, bool):

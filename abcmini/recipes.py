@@ -9,6 +9,7 @@ import os
 from dataclasses import fields, replace
 
 from abcmini.config import Calibration, Recipe
+from abcmini.errors import UserError
 from abcmini.names import ConfigError, check_int
 from abcmini.yaml_file import read_yaml
 
@@ -118,5 +119,5 @@ def load_recipe(name_or_path: str, _chain: tuple = ()) -> Recipe:
             raise ConfigError(f"recipe file {name_or_path!r}: {error}") from None
     try:
         return replace(base, **values)
-    except (TypeError, ConfigError) as error:
+    except (TypeError, UserError) as error:
         raise ConfigError(f"recipe file {name_or_path!r}: {error}") from None
