@@ -4,6 +4,8 @@ traceback. ``Stopped`` is a stop signal (SIGTERM) raised where the program is, a
 SIGINT's ``KeyboardInterrupt``."""
 
 import signal
+import threading
+from contextlib import contextmanager
 
 from abcmini.nn import InputError
 
@@ -28,6 +30,26 @@ class Stopped(BaseException):
 def raise_stopped(signum: int, frame) -> None:
     """A signal handler: ``Stopped`` where the main thread is."""
     raise Stopped(signum)
+
+
+@contextmanager
+def signals_held():
+    """Inside, a stop signal waits for the block to end, then raises ``Stopped``: a wandb call cut
+    in half leaves its service waiting for the rest of a message, and the run's finish hangs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = []
+    numbers = [n for n in (signal.SIGTERM, signal.SIGINT) if signal.getsignal(n) is raise_stopped]
+    for number in numbers:
+        signal.signal(number, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        for number in numbers:
+            signal.signal(number, raise_stopped)
+    if held:
+        raise Stopped(held[0])
 
 
 def exit_code_of(error: BaseException | None) -> int:

@@ -14,7 +14,6 @@ pytestmark = pytest.mark.integration  # trains, reproduces or renders: the secon
 @pytest.fixture(scope="module")
 def windowed(tmp_path_factory):
     """NoPE + w=1 on Successor, trained on the paper's pool (at most 7 digits), padded to 24."""
-    torch.set_num_threads(2)
     cfg = RunConfig(task="successor", scheme="nope", window=1, pad_width=24, steps=400, stop_at=0.99, eval_every=100,
                     valid_size=300, enc_layers=0)
     trainer = Trainer(cfg, str(tmp_path_factory.mktemp("windowed")))

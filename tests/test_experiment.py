@@ -275,7 +275,7 @@ def abc_twice(recipe: str, root) -> tuple[dict, dict]:
 def test_train_gives_reproduces_abc_cell_bit_for_bit(tmp_path):
     """A small recipe file (quick, in a pad-12 frame) so the default test run stays short."""
     recipe = tmp_path / "small.yaml"
-    recipe.write_text("base: quick\npad_width: 12\nlengths: [6, 12]\neval_every: 100\nvalid_size: 300\nabc_train_on: 1.5\n"
+    recipe.write_text("base: quick\npad_width: 12\nlengths: [6, 12]\neval_every: 100\nvalid_size: 300\nabc_train_on: 1.0\n"
                       "calibration: {samples: 200}\n")
     from_reproduce, from_train = abc_twice(str(recipe), tmp_path)
     assert set(from_train) == {"6", "12"} and from_train == from_reproduce

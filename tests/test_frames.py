@@ -107,7 +107,7 @@ def test_a_model_trained_in_a_small_frame_is_tested_in_frames_as_wide_as_each_le
                       "abc_train_on: 1.0\ncalibration: {samples: 200}\n")  # no train-on phase: this test is about frames
     out = tmp_path / "abc"
     result = CliRunner().invoke(app, ["train", "--recipe", str(recipe), "--task", "successor", "--method", "abc",
-                                      "--no-wandb", "--threads", "2", "--out", str(out)])
+                                      "--no-wandb", "--out", str(out)])
     assert result.exit_code == 0, result.output
     record = read_eval(str(out))
     assert record["test_frame"] == "follows" and sorted(record["accuracy"], key=int) == ["6", "20", "45"]

@@ -494,3 +494,26 @@ def test_a_reader_that_left_ends_abcmini_silently(command):
                             env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=60)
     os.close(write)
     assert result.returncode == 1 and result.stderr == "", result.stderr
+
+
+def test_a_stop_signal_waits_for_the_wandb_call_it_would_cut_in_half():
+    """Inside ``signals_held`` (every wandb call) SIGTERM is held and raised as ``Stopped`` once the
+    block ends; outside, it is raised where the program is."""
+    import signal
+
+    from abcmini.errors import Stopped, raise_stopped, signals_held
+
+    previous = signal.signal(signal.SIGTERM, raise_stopped)
+    try:
+        finished = []
+        with pytest.raises(Stopped):
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+                finished.append(True)
+        assert finished == [True] and signal.getsignal(signal.SIGTERM) is raise_stopped
+        with pytest.raises(Stopped):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from urllib.parse import urlparse
 
 from abcmini import __version__, commit
-from abcmini.errors import exit_code_of
+from abcmini.errors import exit_code_of, signals_held
 from abcmini.store import atomic_write, note_written
 
 DEFAULT_PROJECT = "abcmini"
@@ -172,22 +172,24 @@ class Tracker:
 
     @contextmanager
     def guard(self):
-        """A wandb exception inside becomes one warning and a tracker that is off from then on."""
-        try:
-            yield
-        except Exception as error:  # noqa: BLE001 — tracking must never stop a run
-            reason = " ".join(str(error).split())[:160]  # one line, even for an HTML error page
-            print(f"warning: wandb tracking failed and is off for the rest of this run: {type(error).__name__}: {reason}", file=sys.stderr)
-            run, self.run = self.run, None
+        """A wandb exception inside becomes one warning and a tracker that is off from then on. A
+        stop signal waits until the wandb call is done (``signals_held``)."""
+        with signals_held():
             try:
-                import wandb
+                yield
+            except Exception as error:  # noqa: BLE001 — tracking must never stop a run
+                reason = " ".join(str(error).split())[:160]  # one line, even for an HTML error page
+                print(f"warning: wandb tracking failed and is off for the rest of this run: {type(error).__name__}: {reason}", file=sys.stderr)
+                run, self.run = self.run, None
+                try:
+                    import wandb
 
-                if run is not None:
-                    run.finish(exit_code=1)
-                wandb.teardown()
-            except Exception:  # noqa: BLE001
-                pass
-            self.restore()
+                    if run is not None:
+                        run.finish(exit_code=1)
+                    wandb.teardown()
+                except Exception:  # noqa: BLE001
+                    pass
+                self.restore()
 
     def log(self, metrics: dict, step: int | None = None) -> None:
         if self.run is not None:
@@ -264,13 +266,15 @@ class Tracker:
     def finish(self, exit_code: int = 0) -> None:
         """Close the run (``exit_code`` ≠ 0: failed) and wandb's session."""
         if self.run is not None:
-            with self.guard():
-                import wandb
+            try:
+                with self.guard():
+                    import wandb
 
-                self.run.finish(exit_code=exit_code)
-                wandb.teardown()
-            self.run = None
-            self.restore()
+                    self.run.finish(exit_code=exit_code)
+                    wandb.teardown()
+            finally:  # a stop signal held during the finish is raised after it
+                self.run = None
+                self.restore()
 
     def restore(self) -> None:
         """``WANDB_DATA_DIR`` as it was before this run started."""
