@@ -8,7 +8,8 @@ bias (a row whose bias equals an earlier row's would retrain the same model, so 
 row instead), tests at 60 digits in the pad-64 frame and at 500 in a frame of 505 (``eval
 --test-frame follows``), and writes one record per row to
 ``results/experiments/ablation/TASK-ROW-sSEED.json``.
-``python scripts/ablation.py table`` prints the table from those records.
+``python scripts/ablation.py table`` prints the table from those records: a cell holds one value
+per seed, in the order of the seeds column.
 """
 
 import glob
@@ -87,13 +88,17 @@ def table() -> None:
     for path in sorted(glob.glob(os.path.join(OUT, "*.json"))):
         record = json.load(open(path))
         records[record["task"], record["row"], record["seed"]] = record
-    print("| row | " + " | ".join(f"{t} 60 | {t} 500" for t in ("successor", "addition", "nx1")) + " | bias of an earlier row |")
-    print("|---|" + "---|" * 7)
+    print("| row | " + " | ".join(f"{t} 60 | {t} 500" for t in ("successor", "addition", "nx1")) + " | seeds | bias of an earlier row |")
+    print("|---|" + "---|" * 8)
     for row in ROWS:
         cells = []
-        twins = ", ".join(f"{task}: {r['same_bias_as']}" for (task, name, _), r in sorted(records.items()) if name == row and "same_bias_as" in r)
+        twin_of = {}  # (task, earlier row) → the seeds whose bias is that row's
+        for (task, name, seed), r in sorted(records.items()):
+            if name == row and "same_bias_as" in r:
+                twin_of.setdefault((task, r["same_bias_as"]), []).append(str(seed))
+        twins = ", ".join(f"{task} (seed {','.join(seeds)}): {earlier}" for (task, earlier), seeds in twin_of.items())
         for task in ("successor", "addition", "nx1"):
-            found = [r for (t, name, _), r in records.items() if t == task and name == row]
+            found = [r for (t, name, _), r in sorted(records.items()) if t == task and name == row]
             for length in ("60", "500"):
                 values = []
                 for record in found:
@@ -102,7 +107,9 @@ def table() -> None:
                     tests = [record.get("accuracy", {})] + [t["accuracy"] for t in record.get("other_tests", {}).values()]
                     values.append(next((t[length] for t in tests if length in t), None))
                 cells.append(" / ".join(f"{100 * v:.2f}" for v in values if v is not None) or "—")
-        print(f"| {row} | " + " | ".join(cells) + f" | {twins} |")
+        seeds = "; ".join(f"{task} " + ",".join(str(seed) for t, name, seed in sorted(records) if t == task and name == row)
+                          for task in ("successor", "addition", "nx1"))
+        print(f"| {row} | " + " | ".join(cells) + f" | {seeds} | {twins} |")
 
 
 if __name__ == "__main__":
