@@ -7,7 +7,7 @@ to it, and the command line builds its options from it (``OPTIONS``), before tor
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from abcmini.names import ConfigError, bound_name, check_int, check_task, is_binary, method_label
+from abcmini.names import ConfigError, check_int, check_task, is_binary, method_label
 from abcmini.nn.config import ARCHS, PRESETS, ModelConfig
 from abcmini.nn.rules import RULES
 
@@ -126,7 +126,7 @@ class Recipe:
         if self.preset not in PRESETS:
             raise ConfigError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         for f in fields(self):  # every integer against its bounds (names.BOUNDS), as the command line checks it
-            check_int(getattr(self, f.name), bound_name(f.name), f.name)
+            check_int(getattr(self, f.name), f.name, f.name)
         at_least = {"train_on": 1, "abc_train_on": 1, "scaffold_pe_scale": 0,
                     "pad_width": POOL_DIGITS, "abc_pad_width": POOL_DIGITS}  # the training numbers have up to 7 digits
         for name, low in at_least.items():

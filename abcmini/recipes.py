@@ -72,7 +72,7 @@ def _checked(name: str, value, kind, where: str):
     if kind is tuple and len(value) > MAX_LIST:
         raise ConfigError(f"{where}: {name} has {len(value):,} entries; at most {MAX_LIST:,}")
     if kind in (int, tuple, int | None):
-        check_int(value, "steps" if name.startswith("steps") else name, f"{where}: {name}")
+        check_int(value, name, f"{where}: {name}")
     return float(value) if kind is float else value
 
 
