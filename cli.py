@@ -24,14 +24,15 @@ from typer._click.core import ParameterSource
 from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer vendors Click (≥ 0.26)
 from typer.core import TyperGroup
 
-from abcmini.config import CALIBRATION_FIELDS, OPTIONS
+from abcmini.config import CALIBRATION_FIELDS, CELL_OPTIONS, OPTIONS
 from abcmini.errors import Stopped, UserError, exit_code_of, raise_stopped
 from abcmini.nn import InputError
 from abcmini.names import check_int
+from abcmini.recipes import RECIPES
 
 console = Console()
 errors = Console(stderr=True)
-RECIPE_HELP = "paper | paper64 | quick | long | decoder | a recipe YAML file (abcmini recipe NAME shows one)."
+RECIPE_HELP = " | ".join(RECIPES) + " | a recipe YAML file (abcmini recipe NAME shows one)."
 WANDB = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key).")
 WANDB_PROJECT = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini].")
 DEVICE = typer.Option("auto", help="auto | cpu | cuda")
@@ -149,6 +150,12 @@ def field_options(names=tuple(OPTIONS), rename: dict | None = None):
     return add
 
 
+def cell_option(name: str):
+    """The option of a cell's identity (task, method, seed, window, period), declared in ``abcmini.config.CELL_OPTIONS``."""
+    default, help = CELL_OPTIONS[name]
+    return typer.Option(default, help=help)
+
+
 @contextmanager
 def user_errors():
     """A user's error (``abcmini.errors.UserError``, or the library's ``InputError``) as one line
@@ -263,12 +270,12 @@ def print_accuracy(record: dict) -> None:
 @field_options()
 def train(
     ctx: typer.Context,
-    task: str = typer.Option("successor", help="successor | addition | nx1 | parity | parity_class"),
-    method: str = typer.Option("vanilla", help="vanilla | nope | rope | alibi | relative | random | fire | abacus | coupling | abc, or ABS: +w=1 | +T=3 | NoPE+w=1 | vanilla+w=2+T=4 …; a final +varied (abacus+varied) trains on every length of 1–7 digits, no leading zeros."),
-    seed: int = typer.Option(0, help="Seed of the initialisation and batch order."),
+    task: str = cell_option("task"),
+    method: str = cell_option("method"),
+    seed: int = cell_option("seed"),
     recipe: str = typer.Option("paper", help=RECIPE_HELP + " Every value below defaults to it."),
-    window: int = typer.Option(None, help="ABS window w (with a scheme as --method)."),
-    period: int = typer.Option(None, help="CPI period T: positions i mod T."),
+    window: int = cell_option("window"),
+    period: int = cell_option("period"),
     growing: bool = typer.Option(False, "--growing", help="Growing geometry: the pad width follows the length."),
     calibration: str = CALIBRATION,
     out: str = typer.Option(None, help="Run directory [default: runs/RECIPE/TASK/NAME]."),
@@ -411,7 +418,7 @@ def calibrate_command(
     **fields,
 ):
     """ABC: average an interpolating model's attention and turn it into line-table biases usable at any length (train --bias FILE)."""
-    from abcmini.recipes import RECIPES, load_recipe
+    from abcmini.recipes import load_recipe
 
     with user_errors():  # before torch is imported
         check_int(fields["samples"], "samples")

@@ -7,9 +7,10 @@ to it, and the command line builds its options from it (``OPTIONS``), before tor
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from abcmini.names import ConfigError, check_int, check_task, is_binary, method_label
+from abcmini.names import TASKS, ConfigError, check_int, check_task, is_binary, method_label
 from abcmini.nn.config import ARCHS, PRESETS, ModelConfig
 from abcmini.nn.rules import RULES
+from abcmini.nn.schemes import SCHEMES
 
 POOL_DIGITS = len(str(2**20))  # L_int: the longest operand in the pool has 7 digits
 TEST_FRAMES = ("fixed", "follows")
@@ -183,12 +184,12 @@ class RunConfig:
     """Everything one training run depends on; a checkpoint carries it. Defaults are the ``paper``
     recipe's."""
 
-    task: str = setting("successor", "cell")
+    task: str = setting("successor", "cell", " | ".join(TASKS))
     arch: str = setting(_PAPER.arch, "shared", "encoder-decoder (the paper's) | decoder (GPT-style: prompt and answer in one causal sequence).")
-    scheme: str = setting("vanilla", "cell")
-    period: int = setting(0, "cell")  # CPI period T (0: off)
+    scheme: str = setting("vanilla", "cell")  # the positional scheme: --method names it
+    period: int = setting(0, "cell", "CPI period T: positions i mod T (0: off).")
     cpi_from: str = setting("start", "run", 'CPI: count input positions from the first token (start) or the last digit (end).')
-    window: int | None = setting(None, "cell")  # ABS window w (None: no window)
+    window: int | None = setting(None, "cell", "ABS window w (with a scheme as --method).")
     window_unit: str = setting("column", "run", "ABS on Addition and N×1: the window's w counts input columns (column) or operand pairs (pair).")
     bias_file: str | None = setting(None, "run", 'Train with a bias file from abcmini calibrate.')
     preset: str = setting(_PAPER.preset, "shared", 'Model size: paper | cpu | tiny.')
@@ -202,7 +203,7 @@ class RunConfig:
     pad_width: int | None = setting(_PAPER.pad_width, "shared", 'The fixed frame: operands padded to this many digits.')
     frame_spread: int = setting(0, "run", 'Train each batch in a frame of --pad-width plus 0 … this many digits.')
     varied: bool = setting(False, "cell")  # each batch one length of 1…train_digits in a frame of that length; tests in a frame of theirs
-    seed: int = setting(0, "cell")
+    seed: int = setting(0, "cell", "Seed of the initialisation and batch order.")
     data_seed: int = setting(0, "shared", 'Seed of the number pool and its train/validation split.')
     train_digits: int = setting(POOL_DIGITS, "shared", "Longest training operand: 7 draws from the paper's pool of "
                                 "[0, 2^20]; another value, numbers of uniformly random length up to it.")
@@ -315,11 +316,25 @@ def option_name(field: str) -> str:
     return {"bias_file": "bias", "seed": "calibration_seed"}.get(field, field)
 
 
+def _help(name: str) -> str:
+    return next(f.metadata["help"] for f in fields(RunConfig) if f.name == name)
+
+
 def _kind(annotation) -> type:
     """A field's type as one command-line value: ``int | None`` is ``int``, a list is a comma-separated ``str``."""
     kind = {"int | None": int, "float | None": float, "str | None": str}.get(str(annotation), annotation)
     return str if kind is tuple else kind
 
+
+METHOD_HELP = (" | ".join((*SCHEMES, "abc")) + ", or ABS: +w=1 | +T=3 | NoPE+w=1 | vanilla+w=2+T=4 …; a final +varied "
+               "(abacus+varied) trains on every length of 1–7 digits, no leading zeros.")
+CELL_OPTIONS = {  # a cell's identity: ``abcmini train``'s options beside OPTIONS, option → (default, help)
+    "task": (RunConfig.task, _help("task")),
+    "method": ("vanilla", METHOD_HELP),  # scheme, window, period and varied in one name (names.parse_method)
+    "seed": (RunConfig.seed, _help("seed")),
+    "window": (None, _help("window")),  # None: as the method says
+    "period": (None, _help("period")),
+}
 
 OPTIONS = {  # field → (command-line option name, type, help): ``abcmini train`` has one option per entry
     **{f.name: (option_name(f.name), _kind(f.type), f.metadata["help"]) for f in fields(RunConfig) if f.metadata["role"] != "cell"},

@@ -137,8 +137,16 @@ def test_a_model_shape_set_by_options_is_the_runs_and_a_protocol_of_its_own():
         assert result.exit_code == 2 and needle in result.output, result.output
 
 
-CELL_OPTIONS = {"task", "method", "seed", "recipe", "window", "period", "growing", "calibration", "out", "source", "resume", "proceed",
-                "overwrite", "threads", "device", "wandb", "wandb_project", "dry_run"}  # what a cell and a run's handling take
+ACTIONS = {  # per command, the options that are no setting of a run: what the command does with one
+    "train": {"recipe", "growing", "calibration", "out", "source", "resume", "proceed", "overwrite", "threads", "device", "wandb",
+              "wandb_project", "dry_run"},
+    "eval": {"run_dir", "batch_size", "wandb", "wandb_project", "device"},
+    "calibrate": {"run_dir", "recipe", "calibration", "out", "overwrite", "wandb", "wandb_project"},
+    "recipe": {"name"}, "report": {"runs_dir", "out", "readme", "beside"}, "dashboard": {"runs_dirs", "out"},
+    "reproduce": {"recipe", "tasks", "methods", "seeds", "quick", "out", "workers", "wandb", "wandb_project", "dry_run"},
+    "sweep": {"file", "count", "dry_run"}, "sync": {"root", "entity", "project", "dry_run"},
+    "workspace": {"root", "entity", "project", "dry_run"},
+}
 
 
 def test_every_train_option_is_one_schema_field_and_every_field_one_option():
@@ -146,7 +154,7 @@ def test_every_train_option_is_one_schema_field_and_every_field_one_option():
     for it, no two fields share an option, and every field the command line may set has one."""
     import typer
 
-    from abcmini.config import EXPERIMENT_FIELDS, OPTIONS, Calibration, RunConfig
+    from abcmini.config import CELL_OPTIONS, EXPERIMENT_FIELDS, OPTIONS, Calibration, RunConfig
 
     run = {f.name for f in fields(RunConfig) if f.metadata["role"] != "cell"}
     declared = [*run, *(f.name for f in fields(Calibration)), *EXPERIMENT_FIELDS]
@@ -154,8 +162,29 @@ def test_every_train_option_is_one_schema_field_and_every_field_one_option():
     options = [param.name for param in typer.main.get_command(app).commands["train"].params]
     fielded = [option for option, _, _ in OPTIONS.values()]
     assert len(options) == len(set(options)) and len(fielded) == len(set(fielded))
-    assert set(fielded) <= set(options) and set(options) - set(fielded) == CELL_OPTIONS
+    assert set(fielded) <= set(options) and set(options) - set(fielded) == ACTIONS["train"] | set(CELL_OPTIONS)
     assert all(OPTIONS[name][2] for name in OPTIONS), "every field the command line sets has its help"
+
+
+def test_no_command_declares_a_setting_by_hand():
+    """Every option of every command is a command's own action (``ACTIONS``) or a setting whose
+    help, and so whose declaration, is the schema's: a field (``OPTIONS``) or a cell's identity
+    (``CELL_OPTIONS``, defaults too)."""
+    import typer
+
+    from abcmini.config import CELL_OPTIONS, OPTIONS
+
+    declared = {help for _, _, help in OPTIONS.values()}
+    commands = typer.main.get_command(app).commands
+    assert set(commands) == set(ACTIONS)
+    for name, command in commands.items():
+        for param in command.params:
+            if param.name in ACTIONS[name]:
+                continue
+            if name == "train" and param.name in CELL_OPTIONS:
+                assert (param.default, param.help) == CELL_OPTIONS[param.name], param.name
+            else:
+                assert param.help in declared, f"{name} --{param.name} is declared in cli.py, not in abcmini.config"
 
 
 @pytest.mark.usefixtures("empty_cwd")
