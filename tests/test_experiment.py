@@ -309,6 +309,10 @@ def test_train_gives_reproduces_abc_cell_bit_for_bit(tmp_path):
     from_reproduce, from_train = abc_twice(str(recipe), tmp_path)
     assert set(from_train) == {"6", "12"} and from_train == from_reproduce
     assert from_train["12"] > 0.5  # an ABC model that extrapolates
+    record = json.loads((tmp_path / "train" / "eval.json").read_text())  # the budget: retraining and source, in examples seen
+    batch = QUICK.batch_size
+    assert record["train_examples"] == record["train_steps"] * batch > 0
+    assert record["interpolation_examples"] == record["interpolation_steps"] * batch > 0
 
 
 @pytest.mark.slow

@@ -102,7 +102,8 @@ def test_the_decoder_pages_todays_methods_are_their_records_beside_abc_and_abs()
             median = 100 * statistics.median(r["accuracy"][str(n)] for r in runs)
             assert float(shown.split(" ")[0]) == round(median, 2), (task, method, n, shown)
         steps = statistics.median(r["train_steps"] for r in runs)
-        assert rows[(task, method)][9] == f"{steps:,.0f}"
+        examples = statistics.median(r["train_examples"] for r in runs)
+        assert rows[(task, method)][9:11] == [f"{steps:,.0f}", f"{examples / 1e6:.2f}"]
 
 
 def test_the_dashboard_sets_todays_methods_beside_abc_and_abs_as_the_page_does():

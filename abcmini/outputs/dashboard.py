@@ -301,7 +301,7 @@ def todays_section(groups: list[tuple[tuple, list[dict]]], first: bool) -> tuple
         cells = summarize(labelled)
         lengths, tables = methods_rows(groups_beside)
         body.append(f"<section class='todays'><h2 id='todays-{i}'>Today's methods beside ABC and ABS: {html.escape(describe_protocol(key))}</h2>")
-        columns = ("method", "model", "seeds", *lengths, "steps", "training s", "published")
+        columns = ("method", "model", "seeds", *lengths, "steps", "examples (M)", "training s", "published")
         for task, rows in tables.items():
             body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells, key[-1]), first)}{rows_html('methods', columns, rows)}")
             first = False

@@ -209,9 +209,9 @@ def methods_beside(records: list[dict], beside: list[dict] = ()) -> dict:
     return groups
 
 
-METHODS_NOTE = ("Exact match (%), median [range] over seeds, 10,000 test numbers per length; steps and training seconds: the "
-                "median run's (ABC: retraining plus source), one core each beside other jobs. A published figure is its "
-                "authors' own, on addition under their own protocol.")
+METHODS_NOTE = ("Exact match (%), median [range] over seeds, 10,000 test numbers per length; steps, training examples seen "
+                "(millions) and training seconds: the median run's (ABC: retraining plus source), one core each beside other "
+                "jobs. A published figure is its authors' own, on addition under their own protocol.")
 
 
 def training_seconds(record: dict) -> float:
@@ -219,10 +219,19 @@ def training_seconds(record: dict) -> float:
     return record["train_seconds"] + (record.get("interpolation_seconds") or 0)
 
 
+def examples_seen(record: dict) -> int | None:
+    """A run's training examples, ABC's Vanilla source (``interpolation_examples``) included;
+    None for a record written before records counted them."""
+    if record.get("train_examples") is None or (record.get("interpolation_steps") is not None
+                                                and record.get("interpolation_examples") is None):
+        return None
+    return record["train_examples"] + (record.get("interpolation_examples") or 0)
+
+
 def methods_rows(groups: dict) -> tuple[list[int], dict]:
     """The lengths and, per task that has today's methods, the rows of ``groups``
     (``methods_beside``): method, model, seeds, median [range] at each length, the median run's
-    steps and training seconds (ABC: its retraining plus its source) and the published figure
+    steps, examples seen and training seconds (ABC: its retraining plus its source) and the published figure
     of the method's scheme."""
     lengths = sorted({int(n) for runs in groups.values() for r in runs for n in r["accuracy"]})
     kinds = ("ABC", "ABS", *TODAYS_SCHEMES)
@@ -233,8 +242,10 @@ def methods_rows(groups: dict) -> tuple[list[int], dict]:
             runs = groups[key]
             steps = statistics.median(r["train_steps"] + (r.get("interpolation_steps") or 0) for r in runs)
             seconds = statistics.median(map(training_seconds, runs))
+            seen = [examples_seen(r) for r in runs]
+            examples = f"{statistics.median(seen) / 1e6:.2f}" if None not in seen else "–"
             accuracy = [cell([r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]]) for n in lengths]
-            rows.append([key[1], model_name(key[2]), str(len(runs)), *accuracy, f"{steps:,.0f}", f"{seconds:,.0f}",
+            rows.append([key[1], model_name(key[2]), str(len(runs)), *accuracy, f"{steps:,.0f}", examples, f"{seconds:,.0f}",
                          published_figure(task, key[1])])
         tables[task] = rows
     return lengths, tables
@@ -247,8 +258,8 @@ def todays_methods(records: list[dict], beside: list[dict] = ()) -> str:
     lengths, tables = methods_rows(methods_beside(records, beside))
     parts = []
     for task, rows in tables.items():
-        lines = ["| method | model | seeds | " + " | ".join(str(n) for n in lengths) + " | steps | training s | published |",
-                 "|---|---|---|" + "---|" * len(lengths) + "---|---|---|"]
+        lines = ["| method | model | seeds | " + " | ".join(str(n) for n in lengths) + " | steps | examples (M) | training s | published |",
+                 "|---|---|---|" + "---|" * len(lengths) + "---|---|---|---|"]
         lines += [f"| `{row[0]}` | " + " | ".join(row[1:]) + " |" for row in rows]
         parts.append(f"### {task}\n\n" + "\n".join(lines) + "\n")
     return "\n".join(parts) + f"\n{METHODS_NOTE}\n"
