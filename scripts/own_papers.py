@@ -1,0 +1,92 @@
+"""Today's methods in their own papers' shape, scaled to a 2-core CPU: docs/todays-methods.md,
+"What each method's own paper ran". Each run is Addition in the decoder-only model with the
+input the papers train on (``+varied``: numbers of every length up to ``--train-digits``), the
+method's own depth, heads, width and position range, tested at multiples of its training length.
+
+``python scripts/own_papers.py run NAME [SEED]``: train and test one run of ``RUNS`` (one
+thread) and write ``results/experiments/own-papers/addition-NAME-sSEED.json``.
+``python scripts/own_papers.py table``: the page's table from those records, each beside its
+paper's figure (``abcmini.outputs.published``).
+"""
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from abcmini.outputs.published import ANCHORS
+
+OUT = os.path.join("results", "experiments", "own-papers")
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}
+
+
+def shape(layers: int, heads: int, d_model: int, positions: int | None, digits: int, lengths: str) -> list[str]:
+    """A run's model (``positions``: the range of a method's position ids; FIRE has none) and lengths."""
+    sized = ["--max-position", str(positions)] if positions else []
+    return ["--layers", str(layers), "--heads", str(heads), "--d-model", str(d_model), *sized,
+            "--train-digits", str(digits), "--pad-width", str(digits), "--lengths", lengths]
+
+
+RUNS = {  # NAME → the method (with +varied) and its options; the record is named after NAME
+    # Cho et al.: 1 layer, 4 heads (d 512, 202 ids, 1–30 digits); here d 128, 64 ids, 1–15 digits
+    "coupling+varied-1layer-d128-train15": ["--method", "coupling+varied", *shape(1, 4, 128, 64, 15, "15,20,30,45"),
+                                            "--steps", "6000"],
+    "coupling+varied-1layer-d128-train15-3x-budget": ["--method", "coupling+varied", *shape(1, 4, 128, 64, 15, "15,20,30,45"),
+                                                      "--steps", "14000", "--train-on", "9"],
+    # McLeish et al.: a deep NoPE decoder (16 layers, d 1024, 1–20 digits, offsets to 100); here 4 layers, d 128, 1–10
+    "abacus+varied-4layer-d128-train10": ["--method", "abacus+varied", *shape(4, 4, 128, 64, 10, "10,20,30,50"), "--steps", "12000"],
+    # Zhou et al.: FIRE in a decoder of about 25M parameters, 1–40 digits; here 4 layers, d 128, 1–10
+    "fire+varied-4layer-d128-train10": ["--method", "fire+varied", *shape(4, 4, 128, None, 10, "10,20,25"), "--steps", "12000"],
+}
+
+
+def abcmini(*args: str) -> str:
+    """Run ``abcmini ARGS`` from this checkout (one thread) and return its standard output."""
+    done = subprocess.run([sys.executable, "-c", "import cli; cli.main()", *args], env=ENV, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"abcmini {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return done.stdout
+
+
+def run(name: str, seed: str) -> None:
+    cell = ["--recipe", "decoder", "--task", "addition", "--seed", seed, *RUNS[name], "--no-wandb"]
+    out = os.path.join("runs", "own-papers", f"{name}-s{seed}")
+    abcmini("train", *cell, "--out", out, "--threads", "1", "--continue")
+    os.makedirs(OUT, exist_ok=True)
+    shutil.copyfile(os.path.join(out, "eval.json"), os.path.join(OUT, f"addition-{name}-s{seed}.json"))
+
+
+def longest(record: dict, at_least: float) -> str:
+    """The longest tested length up to which every tested length holds ``at_least``, and its
+    multiple of the training length."""
+    held = None
+    for length, accuracy in sorted((int(n), a) for n, a in record["accuracy"].items()):
+        if accuracy < at_least:
+            break
+        held = length
+    return f"{held} ({held / record['train_digits']:.1f}×)" if held else "none"
+
+
+def table() -> None:
+    anchors = {anchor.scheme: anchor for anchor in ANCHORS}
+    print("| run | shape | trained on | examples (M) | training s | exact match (%) by length | ≥ 99% to | ≥ 90% to | its paper |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for path in sorted(glob.glob(os.path.join(OUT, "*.json"))):
+        r = json.load(open(path))
+        by_length = " · ".join(f"{n}: {100 * a:.2f}" for n, a in sorted((int(n), a) for n, a in r["accuracy"].items()))
+        anchor = anchors.get(r["scheme"])
+        paper = (f"1–{anchor.trained_digits} → {anchor.tested_digits} ({anchor.ratio:.2f}×), {anchor.accuracy}"
+                 if anchor else "—")
+        print(f"| `{os.path.basename(path)[:-5]}` | {r['shape']} | 1–{r['train_digits']} | {r['train_examples'] / 1e6:.2f} | "
+              f"{r['train_seconds']:,.0f} | {by_length} | {longest(r, 0.99)} | {longest(r, 0.90)} | {paper} |")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["table"]:
+        table()
+    elif sys.argv[1:2] == ["run"] and len(sys.argv) in (3, 4) and sys.argv[2] in RUNS:
+        run(sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else "0")
+    else:
+        raise SystemExit(__doc__)

@@ -1,0 +1,23 @@
+"""A docs page's table that a script prints from committed records is that script's output."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("script, page, marker", [
+    ("ablation.py", "recipe.md", "ablation"),  # Algorithm 1 and each calibration rule taken out
+    ("own_papers.py", "todays-methods.md", "own-papers"),  # today's methods in their papers' shape
+])
+def test_a_scripted_table_is_its_records(script, page, marker):
+    printed = subprocess.run([sys.executable, os.path.join("scripts", script), "table"], cwd=ROOT, capture_output=True,
+                             text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    assert printed.returncode == 0, printed.stderr
+    with open(os.path.join(ROOT, "docs", page)) as f:
+        text = f.read()
+    start = text.index(f"<!-- {marker} -->\n") + len(f"<!-- {marker} -->\n")
+    assert text[start: text.index(f"<!-- /{marker} -->")] == printed.stdout
