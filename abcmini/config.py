@@ -202,6 +202,8 @@ class RunConfig:
     pe_scale: float = setting(1.0, "run", 'Amplitude of the sinusoidal encoding.')
     pad_width: int | None = setting(_PAPER.pad_width, "shared", 'The fixed frame: operands padded to this many digits.')
     frame_spread: int = setting(0, "run", 'Train each batch in a frame of --pad-width plus 0 … this many digits.')
+    operand_lengths: str = setting("equal", "run", "+varied Addition: each batch's operands of one length (equal), or one of "
+                                   "that length and the other of 1 … that length, zero-padded (unequal: Coupling's and Abacus's training).")
     varied: bool = setting(False, "cell")  # each batch one length of 1…train_digits in a frame of that length; tests in a frame of theirs
     seed: int = setting(0, "cell", "Seed of the initialisation and batch order.")
     data_seed: int = setting(0, "shared", 'Seed of the number pool and its train/validation split.')
@@ -243,6 +245,11 @@ class RunConfig:
             raise ConfigError("a decoder-only model (--arch decoder) has no encoder; drop --enc-layers")
         if self.varied and (self.frame_spread or self.bias_file is not None):
             raise ConfigError("+varied trains every batch in a frame of its numbers' length; it takes no --frame-spread and no ABC bias")
+        if self.operand_lengths not in ("equal", "unequal"):
+            raise ConfigError(f"--operand-lengths is equal or unequal, not {self.operand_lengths!r}")
+        if self.operand_lengths == "unequal" and not (self.varied and self.task == "addition" and self.train_digits != POOL_DIGITS):
+            raise ConfigError("--operand-lengths unequal draws +varied Addition's numbers of every length up to --train-digits "
+                              f"(not the pool's {POOL_DIGITS}); it needs all three")
         if self.frame_spread and self.pad_width is None:
             raise ConfigError("--frame-spread widens a fixed frame; the growing geometry has none")
         if self.max_position is not None and self.scheme not in ("random", "abacus", "coupling"):

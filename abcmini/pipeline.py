@@ -267,7 +267,8 @@ def record(experiment: Experiment | None, cfg: RunConfig, history: list, test_se
     saved, last = experiment.to_dict() if experiment else {}, history[-1] if history else {}
     calibration = {"calibration": saved["calibration"]} if saved.get("calibration") else {}
     return {"task": cfg.task, "arch": cfg.arch, "method": cfg.label, "cell_method": saved.get("cell", {}).get("method"), "scheme": cfg.scheme,
-            "window": cfg.window, "period": cfg.period, "preset": cfg.preset, "shape": cfg.shape, "train_digits": cfg.train_digits, "pad_width": protocol_width(experiment, cfg),
+            "window": cfg.window, "period": cfg.period, "preset": cfg.preset, "shape": cfg.shape, "train_digits": cfg.train_digits,
+            "operand_lengths": cfg.operand_lengths, "pad_width": protocol_width(experiment, cfg),
             "train_pad_width": cfg.pad_width, "seed": cfg.seed,
             "recipe": saved.get("recipe"), "overrides": saved.get("overrides", {}), **calibration, "test_seed": test_seed,
             "train_steps": last.get("step"), "train_examples": examples_seen(last, cfg), "train_seconds": last.get("seconds"),

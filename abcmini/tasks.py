@@ -243,13 +243,19 @@ def random_numbers(n: int, digits: int, generator: torch.Generator, length: int 
 
 
 def training_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.Generator, digits: int = POOL_DIGITS,
-                      length: int | None = None):
+                      length: int | None = None, unequal: bool = False):
     """Operands of the training distribution: drawn from the pool split ``numbers`` (the paper's
     protocol, ``digits`` 7), else random numbers of up to ``digits`` digits (``length``: exactly
-    that many), each operand independently."""
+    that many), each operand independently. ``unequal`` (Addition with a ``length``): one operand,
+    either, has ``length`` digits and the other a length uniform in 1 … ``length``, zero-padded
+    as Position Coupling's and Abacus's training pads the shorter operand."""
     if digits == POOL_DIGITS:
         return sample_operands(task, numbers, n, generator)
     a = random_numbers(n, digits, generator, length)
+    if task == "addition" and unequal and length:
+        b = pad_digits(random_numbers(n, length, generator), digits)
+        swap = rearrange(torch.rand(n, generator=generator) < 0.5, "n -> n 1")
+        return torch.where(swap, b, a), torch.where(swap, a, b)
     if task == "addition":
         return a, random_numbers(n, digits, generator, length)
     return a, torch.randint(10, (n,), generator=generator) if task == "nx1" else None

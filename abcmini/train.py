@@ -87,7 +87,8 @@ class Trainer:
             self.train_numbers = by_length(self.pool.train) if digits == POOL_DIGITS else [self.pool.train] * digits
             valid_numbers = by_length(self.pool.valid) if digits == POOL_DIGITS else [self.pool.valid] * digits
             sizes = [len(part) for part in torch.arange(cfg.valid_size).tensor_split(digits)]
-            self.valid_sets = [format_task(cfg.task, *training_operands(cfg.task, numbers, size, valid_generator, digits, length),
+            unequal = cfg.operand_lengths == "unequal"
+            self.valid_sets = [format_task(cfg.task, *training_operands(cfg.task, numbers, size, valid_generator, digits, length, unequal),
                                            length, cfg.aligned)
                                for length, (numbers, size) in enumerate(zip(valid_numbers, sizes), 1) if size and len(numbers)]
         else:
@@ -99,11 +100,12 @@ class Trainer:
     def batch(self) -> Example:
         """The next training batch: in the training frame (widened by up to ``frame_spread``
         digits), or for a ``varied`` run numbers of one length, uniform over 1 … ``train_digits``,
-        in a frame of exactly that length."""
+        in a frame of exactly that length (``operand_lengths`` unequal: the longer operand's)."""
         cfg = self.cfg
         if cfg.varied:
             length = int(torch.randint(1, cfg.train_digits + 1, (1,), generator=self.generator))
-            a, b = training_operands(cfg.task, self.train_numbers[length - 1], cfg.batch_size, self.generator, cfg.train_digits, length)
+            a, b = training_operands(cfg.task, self.train_numbers[length - 1], cfg.batch_size, self.generator, cfg.train_digits, length,
+                                     cfg.operand_lengths == "unequal")
             return format_task(cfg.task, a, b, length, cfg.aligned)
         a, b = training_operands(cfg.task, self.pool.train, cfg.batch_size, self.generator, cfg.train_digits)
         spread = int(torch.randint(cfg.frame_spread + 1, (1,), generator=self.generator)) if cfg.frame_spread else 0

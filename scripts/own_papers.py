@@ -35,8 +35,12 @@ RUNS = {  # NAME → the method (with +varied) and its options; the record is na
                                             "--steps", "6000"],
     "coupling+varied-1layer-d128-train15-3x-budget": ["--method", "coupling+varied", *shape(1, 4, 128, 64, 15, "15,20,30,45"),
                                                       "--steps", "14000", "--train-on", "9"],
-    # McLeish et al.: a deep NoPE decoder (16 layers, d 1024, 1–20 digits, offsets to 100); here 4 layers, d 128, 1–10
-    "abacus+varied-4layer-d128-train10": ["--method", "abacus+varied", *shape(4, 4, 128, 64, 10, "10,20,30,50"), "--steps", "12000"],
+    "coupling+varied-1layer-d128-train15-unequal": ["--method", "coupling+varied", *shape(1, 4, 128, 64, 15, "15,20,30,45"),
+                                                    "--steps", "6000", "--operand-lengths", "unequal"],
+    # McLeish et al.: a deep NoPE decoder (16 layers, d 1024, every pair of lengths 1–20, offsets to 100); here 4 layers,
+    # d 128, 1–10
+    "abacus+varied-4layer-d128-train10-unequal": ["--method", "abacus+varied", *shape(4, 4, 128, 64, 10, "10,20,30,50"),
+                                                  "--steps", "12000", "--operand-lengths", "unequal"],
     # Zhou et al.: FIRE in a decoder of about 25M parameters, 1–40 digits; here 4 layers, d 128, 1–10
     "fire+varied-4layer-d128-train10": ["--method", "fire+varied", *shape(4, 4, 128, None, 10, "10,20,25"), "--steps", "12000"],
 }

@@ -79,6 +79,8 @@ def one_line_error(result, *needles):
         (["train", "--method", "NoPE+w=1", "--window-unit", "pair"], ["--window-unit pair", "Addition or N×1"]),
         (["train", "--task", "addition", "--method", "+w=1", "--window-unit", "row"], ["--window-unit is column or pair"]),
         (["train", "--method", "abacus+varied", "--frame-spread", "2"], ["+varied", "no --frame-spread"]),
+        (["train", "--operand-lengths", "mixed"], ["--operand-lengths is equal or unequal"]),
+        (["train", "--task", "addition", "--method", "coupling", "--operand-lengths", "unequal"], ["it needs all three"]),
         (["train", "--window", "-1"], ["--window must be at least 0"]),
         (["train", "--period", "-3"], ["--period must be at least 0"]),
         (["train", "--steps", "0"], ["--steps must be at least 1"]),

@@ -208,3 +208,32 @@ def test_train_digits_beyond_the_pool_draws_every_length_up_to_it_and_the_pool_s
     assert pad_width_for(20, 14, follows=True, train_digits=12) == 22  # the training numbers' two leading zeros, kept
     with pytest.raises(ConfigError, match="pad width must be at least 12"):
         RunConfig(task="addition", pad_width=10, train_digits=12)
+
+
+def test_unequal_operands_are_one_of_the_batch_length_and_one_up_to_it_either_side():
+    """``--operand-lengths unequal``: Position Coupling's and Abacus's training pairs, the shorter
+    operand zero-padded to the longer's length."""
+    from abcmini.tasks import training_operands
+
+    a, b = training_operands("addition", None, 4000, torch.Generator().manual_seed(0), 12, length=9, unequal=True)
+    lengths = [(12 - (x.cumsum(1) == 0).sum(1)).clamp(min=1) for x in (a, b)]  # 0 has one digit
+    longer, shorter = torch.maximum(*lengths), torch.minimum(*lengths)
+    assert (longer == 9).all() and shorter.min() == 1 and 0.4 < (lengths[0] == 9).float().mean() < 0.75
+    counts = torch.bincount(shorter, minlength=10)[1:]  # the other operand: each length 1 … 9 about equally often
+    assert counts.min() > 0.6 * counts.max()
+    ex = format_task("addition", a, b, 9)
+    equal = format_task("addition", *training_operands("addition", None, 4000, torch.Generator(), 12, length=9), 9)
+    assert ex.src.shape == equal.src.shape  # the same frame: the shorter operand padded with zeros
+
+
+def test_a_varied_run_with_unequal_operands_trains_and_validates_on_them(tmp_path):
+    from abcmini.config import RunConfig
+    from abcmini.train import Trainer
+
+    cfg = RunConfig(task="addition", preset="tiny", varied=True, train_digits=9, pad_width=9, valid_size=90,
+                    operand_lengths="unequal")
+    trainer = Trainer(cfg, str(tmp_path))
+    for example in (trainer.batch(), trainer.valid):
+        width = (example.src.shape[1] - 2) // 2  # $a+b in a frame of the batch's length
+        leads = example.src[:, [1, 2 + width]]  # each operand's first digit
+        assert (leads == 0).any(dim=1).float().mean() > 0.5 and not (leads == 0).all(dim=1).any()

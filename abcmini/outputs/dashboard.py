@@ -251,7 +251,7 @@ def section_html(key: tuple, records: list[dict], number: int, first: bool) -> t
     body = [f"<h2 id='protocol-{number}'>{html.escape(describe_protocol(key))}</h2>",
             f"<p>{len(kept)} runs; exact match on 10,000 numbers per length (fewer where fewer exist).</p>"]
     for task in tasks:
-        body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells, key[-1]), first)}")
+        body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells, key.train_digits), first)}")
         first = False
     main = [n for n in MAIN_LENGTHS if n in lengths]
     if main and any(row in cells for row in MAIN_ROWS):
@@ -303,7 +303,7 @@ def todays_section(groups: list[tuple[tuple, list[dict]]], first: bool) -> tuple
         body.append(f"<section class='todays'><h2 id='todays-{i}'>Today's methods beside ABC and ABS: {html.escape(describe_protocol(key))}</h2>")
         columns = ("method", "model", "seeds", *lengths, "steps", "examples (M)", "training s", "published")
         for task, rows in tables.items():
-            body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells, key[-1]), first)}{rows_html('methods', columns, rows)}")
+            body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells, key.train_digits), first)}{rows_html('methods', columns, rows)}")
             first = False
         body.append(f"<p>{html.escape(METHODS_NOTE)}</p></section>")
     return "".join(body), first

@@ -9,6 +9,7 @@ import os
 import re
 import statistics
 from collections import Counter
+from typing import NamedTuple
 
 from abcmini.outputs.figures import accuracy_curves, close, save
 from abcmini.outputs.paper import paper_accuracy
@@ -51,18 +52,31 @@ def record_paths(runs_dir: str) -> list[str]:
     return sorted(paths.values())
 
 
-def protocol(record: dict) -> tuple:
-    """What must be equal for two runs to share a cell: recipe, model, preset (and a size that
-    options changed), pad width, test frame, the longest training number."""
-    return (record.get("recipe"), record.get("arch", "encoder-decoder"), record.get("preset"), record.get("shape"), record.get("pad_width"),
-            record.get("test_frame", "fixed"), record.get("train_digits", POOL_DIGITS))
+class Protocol(NamedTuple):
+    """What must be equal for two runs to share a cell."""
+
+    recipe: str | None
+    arch: str
+    preset: str | None
+    shape: str | None  # a size that options changed
+    pad_width: int | None
+    test_frame: str
+    train_digits: int  # the longest training number
+    operand_lengths: str
+
+
+def protocol(record: dict) -> Protocol:
+    return Protocol(record.get("recipe"), record.get("arch", "encoder-decoder"), record.get("preset"), record.get("shape"),
+                    record.get("pad_width"), record.get("test_frame", "fixed"), record.get("train_digits", POOL_DIGITS),
+                    record.get("operand_lengths", "equal"))
 
 
 def describe_protocol(key: tuple) -> str:
-    recipe, arch, preset, shape, pad_width, test_frame, train_digits = key
+    recipe, arch, preset, shape, pad_width, test_frame, train_digits, operand_lengths = key
     frame = "growing geometry" if not pad_width else f"pad width {pad_width}" + (
         " in training, each test in a frame of its length plus the training numbers' leading zeros" if test_frame == "follows" else "")
     numbers = f", training numbers of up to {train_digits} digits" if train_digits != POOL_DIGITS else ""
+    numbers += ", operands of unequal lengths in training" if operand_lengths == "unequal" else ""
     return f"recipe {recipe}, {model_name(arch)} model, preset {preset}{f' ({shape})' if shape else ''}, {frame}{numbers}"
 
 
@@ -363,7 +377,7 @@ def page(records: list[dict], figure_names: list[str] = (), invocations: list[di
     kept, left_out = pool(records)
     cells = summarize(kept)
     lengths = sorted({n for per_length in cells.values() for n in per_length})
-    main = protocol(kept[0]) if kept else (None,) * 6 + (POOL_DIGITS,)
+    main = protocol(kept[0] if kept else {})
     seeds = sorted({r["seed"] for r in kept})
     parts = [f"{MARKER}\n",
              f"Protocol: {describe_protocol(main)}; test seed {sorted({r.get('test_seed') for r in kept})[0] if kept else '–'}; "
