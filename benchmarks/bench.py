@@ -1,6 +1,6 @@
 """abcmini's speed, each number measured side by side against its baseline in this one run.
 
-    python benchmarks/bench.py [--only throughput,decode,calibration,eval,mask,screen,fire]
+    python benchmarks/bench.py [--only throughput,decode,calibration,eval,mask,screen,fire,prompt]
 
 1. training throughput (tokens/s, forward + backward + Adam) of our Transformer against
    ``torch.nn.Transformer`` with the same configuration (the ``cpu`` preset, pre-LN, GELU), and
@@ -22,7 +22,9 @@
    as targets, the screen's worst case), with a check that both give the same verdicts;
 7. FIRE's test bias built once for a whole test against rebuilt for every batch (what a
    500-digit test did before: its batches hold tens of numbers), in the decoder-only model on
-   500-digit Addition, with a check that both give the same verdicts.
+   500-digit Addition, with a check that both give the same verdicts;
+8. a scaffolded decoder-only model's test pass with its prompt rows as their own values against
+   every row's softmax over the whole sequence, 500-digit Addition, with a check of the argmaxes.
 
 Speed does not depend on the weights, so models are freshly initialised.
 """
@@ -281,9 +283,37 @@ def fire_test_bias(samples: int, length: int = 500) -> None:
           f"ratio {per_batch[0] / once[0]:.2f}x")
 
 
+# ---------------------------------------------------------------- 8. a scaffolded decoder-only test pass
+
+
+def prompt_rows(samples: int, length: int = 500) -> None:
+    """A test pass of a scaffolded decoder-only model, its prompt rows as their own values (eval)
+    against every row's softmax over the whole sequence (train mode: dropout 0 in this preset,
+    NoPE, so the same function computed as before), interleaved, with a check of the argmaxes."""
+    torch.manual_seed(0)
+    cfg = RunConfig(arch="decoder", preset="cpu", task="addition", scheme="nope", pad_width=12)
+    model = DecoderOnly(cfg.model_config(), Window(1))
+    frame = length + 5
+    batch = batch_for(cfg, frame, 1000)
+    a, b = extrapolation_operands("addition", length, 0)
+    example = format_task("addition", a[:samples], b[:samples], frame)
+
+    def passes(train: bool):
+        model.train(train)
+        with torch.no_grad():
+            return torch.cat([model(example.src[i : i + batch], example.tgt_in[i : i + batch])[0].argmax(-1)
+                              for i in range(0, samples, batch)])
+
+    full, own = timed(lambda: passes(True), 1), timed(lambda: passes(False), 1)
+    assert torch.equal(full[1], own[1])
+    print(f"8. a scaffolded (ABS w = 1) decoder-only test pass (cpu preset), Addition at {length} digits, {samples} numbers "
+          f"in batches of {batch}, {torch.get_num_threads()} threads: every row's attention {full[0]:.1f} s   "
+          f"prompt rows as their values {own[0]:.1f} s   ratio {full[0] / own[0]:.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="throughput,decode,calibration,eval,mask,screen,fire")
+    parser.add_argument("--only", default="throughput,decode,calibration,eval,mask,screen,fire,prompt")
     parser.add_argument("--decode-samples", type=int, default=200)
     args = parser.parse_args()
     wanted = args.only.split(",")
@@ -301,6 +331,8 @@ def main():
         screened_exact_match(samples=2000, batch_size=500)
     if "fire" in wanted:
         fire_test_bias(samples=400)
+    if "prompt" in wanted:
+        prompt_rows(samples=200)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ from cli import app
 from test_model import Fixed, random_bias
 
 
-def model(scheme="nope", period=0, scaffold=None) -> DecoderOnly:
+def model(scheme="nope", period=0, scaffold=None, layers=1) -> DecoderOnly:
     torch.manual_seed(0)
-    cfg = ModelConfig(**{**PRESETS["tiny"], "heads": 4}, arch="decoder", scheme=scheme, period=period, cpi_from="end")
+    cfg = ModelConfig(**{**PRESETS["tiny"], "heads": 4, "dec_layers": layers}, arch="decoder", scheme=scheme, period=period,
+                      cpi_from="end")
     return DecoderOnly(cfg, scaffold).eval()
 
 
@@ -38,6 +39,30 @@ def test_cached_decoding_gives_the_tokens_of_full_passes(scheme, period, scaffol
     m = model(scheme, period, chosen)
     cached, uncached = m.greedy(ex.src, steps), m.greedy(ex.src, steps, use_cache=False)
     assert torch.equal(cached, uncached) and len(cached.unique()) > 1
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("scaffold", ["window", "bias"])
+def test_a_test_pass_skips_the_prompt_rows_attention_and_gives_the_full_passs_outputs(scheme, scaffold):
+    """In eval mode a scaffolded model's prompt rows are their own values, not a softmax over
+    the whole sequence (a 500-digit test's prompt is two thirds of it); training (dropout 0 in
+    this preset) computes every row: the two agree."""
+    ex = addition()
+    steps, n_src = ex.tgt_out.shape[1], ex.src.shape[1]
+    chosen = {"window": Window(1), "bias": Fixed(random_bias(4, steps, steps, 1), random_bias(4, steps, n_src, 2))}[scaffold]
+    m = model(scheme, 3, chosen, layers=2)  # the second layer's answer rows read the first's prompt rows
+    shift = m.shift(ex.src, steps)  # a test's draw of the token positions, in both passes
+    with torch.no_grad():
+        fast, fast_attention = m(ex.src, ex.tgt_in, need_weights=True, shift=shift)
+        fast_screen, _ = m(ex.src, ex.tgt_in, answer_rows=4, shift=shift)
+        m.train()
+        if m.token_positions is not None:
+            m.token_positions.eval()  # a test's positions (randomized ones are drawn afresh in training)
+        full, full_attention = m(ex.src, ex.tgt_in, need_weights=True, shift=shift)
+        full_screen, _ = m(ex.src, ex.tgt_in, answer_rows=4, shift=shift)
+    assert torch.allclose(fast, full, atol=1e-5) and torch.allclose(fast_screen, full_screen, atol=1e-5)
+    for ours, theirs in zip(fast_attention, full_attention):
+        assert all(torch.allclose(ours[part], theirs[part], atol=1e-6) for part in ("self", "cross"))
 
 
 def test_the_joint_bias_puts_the_scaffold_in_the_answer_rows():

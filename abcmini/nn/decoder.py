@@ -51,12 +51,13 @@ class DecoderOnly(Scaffolded):
         self.norm = nn.LayerNorm(cfg.d_model)
         self.to_logits = nn.Linear(cfg.d_model, cfg.vocab_size)
 
-    def biases(self, n_q: int, n_src: int, device, layout: Layout | None = None) -> list[torch.Tensor]:
-        """The ``joint_bias`` of each layer for an ``n_src``-token prompt and ``n_q``-token answer."""
+    def biases(self, n_q: int, n_src: int, device, layout: Layout | None = None) -> list[tuple[torch.Tensor, bool]]:
+        """The ``joint_bias`` of each layer for an ``n_src``-token prompt and ``n_q``-token answer,
+        and whether its prompt rows read only their own token (the layer has a scaffold's biases)."""
         def build():
             pairs = self.scaffold_pairs(n_q, n_src, device, layout, len(self.layers))
             joint = {id(pair): joint_bias(*pair, n_src, n_q, device) for pair in pairs}  # a pair shared by every layer: once
-            return [joint[id(pair)] for pair in pairs]
+            return [(joint[id(pair)], any(b is not None for b in pair)) for pair in pairs]
 
         return self.cached((n_q, n_src, layout, str(device)), build)
 
@@ -75,9 +76,11 @@ class DecoderOnly(Scaffolded):
         x, attention = self.place(self.embed_tokens(sequence, pos), sequence, n_src, shift, total), []
         keep = n_src + min(answer_rows or n_q, n_q)
         x, pos = x[:, :keep], pos[:keep]
-        for layer, bias in zip(self.layers, self.biases(n_q, n_src, src.device, self.layout(src))):
-            x, probs = layer(x, pos, pos, bias[..., :keep, :keep], need_weights=need_weights)
-            attention.append({"self": probs[..., n_src:, n_src:], "cross": probs[..., n_src:, :n_src]} if need_weights else
+        for layer, (bias, reads_itself) in zip(self.layers, self.biases(n_q, n_src, src.device, self.layout(src))):
+            own = n_src if reads_itself and not self.training else 0  # testing: the prompt rows are their values
+            x, probs = layer(x, pos, pos, bias[..., own:keep, :keep], need_weights=need_weights, own_rows=own)
+            probs = probs[..., n_src - own:, :] if need_weights else None  # the answer rows
+            attention.append({"self": probs[..., n_src:], "cross": probs[..., :n_src]} if need_weights else
                              {"self": None, "cross": None})
         return self.to_logits(self.norm(x[:, n_src:])), attention
 
@@ -93,7 +96,7 @@ class DecoderOnly(Scaffolded):
                 tokens[:, t + 1] = logits[:, -1].argmax(-1)
             return tokens[:, 1:]
         n_src, device = src.shape[1], src.device
-        biases, pos = self.biases(steps, n_src, device, self.layout(src)), self.positions(n_src, steps, device)
+        biases, pos = [bias for bias, _ in self.biases(steps, n_src, device, self.layout(src))], self.positions(n_src, steps, device)
         caches = [KVCache() for _ in self.layers]
         for t in range(steps):
             start, stop = (0, n_src + 1) if t == 0 else (n_src + t, n_src + t + 1)

@@ -103,6 +103,13 @@ class Attention(nn.Module):
         return self.to_out(rearrange(out, "b h n d -> b n (h d)")), probs
 
 
+    def own_token(self, x):
+        """The attention of rows that read only their own token: softmax over one key is 1, so
+        each row's output is its own value (``attention([x], bias 0 on the diagonal only)``)."""
+        v = rearrange(self.to_kv(x), "b n (two h d) -> two b h n d", two=2, h=self.heads)[1]
+        return self.to_out(rearrange(v, "b h n d -> b n (h d)"))
+
+
 def in_attention(cfg: ModelConfig, scheme: str | None, causal: bool):
     """What builds ``scheme``'s terms inside one attention (None: nothing to build)."""
     return scheme and functools.partial(attention_terms, scheme, cfg.heads, cfg.d_model // cfg.heads, cfg.max_distance, causal)
@@ -127,9 +134,14 @@ class Block(nn.Module):
         self.attn = Attention(cfg, in_attention(cfg, inner, causal))
         self.ff, self.drop = FeedForward(cfg), nn.Dropout(cfg.dropout)
 
-    def forward(self, x, q_pos, k_pos, bias=None, cache=None, capacity=0, need_weights=False):
+    def forward(self, x, q_pos, k_pos, bias=None, cache=None, capacity=0, need_weights=False, own_rows=0):
+        """``own_rows``: the first rows read only their own token (a scaffolded decoder-only
+        model's prompt): their attention is their value, so only the later rows (and their
+        ``probs``) are computed. ``bias`` then holds the later rows only."""
         h = self.norm_attn(x)
-        out, probs = self.attn(h, h, q_pos, k_pos, bias, cache, capacity, need_weights)
+        out, probs = self.attn(h[:, own_rows:], h, q_pos[own_rows:], k_pos, bias, cache, capacity, need_weights)
+        if own_rows:
+            out = torch.cat([self.attn.own_token(h[:, :own_rows]), out], dim=1)
         x = x + self.drop(out)
         return x + self.drop(self.ff(self.norm_ff(x))), probs
 
