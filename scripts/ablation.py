@@ -52,10 +52,11 @@ def run(task: str, seed: str, only: list[str]) -> None:
     Twins are found over all rows in ``ROWS`` order, so two processes given disjoint ``only``
     lists agree on which row retrains a shared bias."""
     cell = ["--recipe", "paper64", "--task", task, "--method", "abc", "--seed", seed, "--lengths", "60", "--no-wandb"]
-    source = json.loads(abcmini("train", *cell, "--dry-run"))["source"]
+    resolved = json.loads(abcmini("train", *cell, "--dry-run"))
+    source = resolved["source"]
     os.makedirs(OUT, exist_ok=True)
-    if not os.path.exists(os.path.join(source, "checkpoint.pt")):
-        abcmini("train", *cell, "--threads", "1")  # the default row: trains the source first
+    if not os.path.exists(os.path.join(resolved["out"], "eval.json")):  # the default row, which trains the source first
+        abcmini("train", *cell, "--threads", "1", "--continue")  # (an interrupted one goes on)
     biases, twins = {}, {}
     for row, options in ROWS.items():
         bias_file = os.path.join("runs", "ablation", task, f"{row}-s{seed}", "abc_bias.pt")
