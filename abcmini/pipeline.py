@@ -256,7 +256,7 @@ def protocol_width(experiment: Experiment | None, cfg: RunConfig) -> int | None:
     return experiment.test_pad_width if experiment else cfg.pad_width
 
 
-def examples_seen(last: dict, cfg: RunConfig) -> int | None:
+def examples_at(last: dict, cfg: RunConfig) -> int | None:
     """Training examples a run has seen at its last logged step: the budget methods are compared at."""
     return last["step"] * cfg.batch_size if last.get("step") is not None else None
 
@@ -271,8 +271,9 @@ def record(experiment: Experiment | None, cfg: RunConfig, history: list, test_se
             "operand_lengths": cfg.operand_lengths, "pad_width": protocol_width(experiment, cfg),
             "train_pad_width": cfg.pad_width, "seed": cfg.seed,
             "recipe": saved.get("recipe"), "overrides": saved.get("overrides", {}), **calibration, "test_seed": test_seed,
-            "train_steps": last.get("step"), "train_examples": examples_seen(last, cfg), "train_seconds": last.get("seconds"),
-            "valid_acc": last.get("valid_acc"), "version": __version__, "commit": commit(), "command": saved.get("command"), **extra, "accuracy": {str(n): acc for n, acc in accuracy.items()}}
+            "train_steps": last.get("step"), "train_examples": examples_at(last, cfg), "train_seconds": last.get("seconds"),
+            "valid_acc": last.get("valid_acc"), "version": __version__, "commit": commit(), "command": saved.get("command"), **extra,
+            "accuracy": {str(n): acc for n, acc in accuracy.items()}}
 
 
 def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model, history: list, lengths, test_seed: int,
@@ -337,7 +338,7 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
             extra["calibration_seconds"] = result["seconds"]
         last = source.history[-1] if source.history else {}
         extra |= {"source": os.path.relpath(source_dir, run_dir), "interpolation_steps": last.get("step"),  # travels with the root
-                  "interpolation_examples": examples_seen(last, source_experiment.run), "interpolation_seconds": last.get("seconds")}
+                  "interpolation_examples": examples_at(last, source_experiment.run), "interpolation_seconds": last.get("seconds")}
         uses = artifact_name("abc-bias", experiment.identity)
 
     def evaluation(trainer, tracker):

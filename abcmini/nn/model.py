@@ -102,7 +102,6 @@ class Attention(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
         return self.to_out(rearrange(out, "b h n d -> b n (h d)")), probs
 
-
     def own_token(self, x):
         """The attention of rows that read only their own token: softmax over one key is 1, so
         each row's output is its own value (``attention([x], bias 0 on the diagonal only)``)."""
