@@ -15,25 +15,16 @@ per seed, in the order of the seeds column.
 import glob
 import json
 import os
-import subprocess
 import sys
 
 import torch
 
 from abcmini.nn.rules import RULES
+from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "ablation")
 ROWS = {"algorithm-1": ["--calibration", "paper"], "algorithm-1-kappa-2.5": ["--rules", "none"], "all-rules": [],
         **{f"without-{rule}": ["--rules", f"all,-{rule}"] for rule in RULES}}
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}
-
-
-def abcmini(*args: str) -> str:
-    """Run ``abcmini ARGS`` from this checkout (one thread) and return its standard output."""
-    done = subprocess.run([sys.executable, "-c", "import cli; cli.main()", *args], env=ENV, capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"abcmini {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    return done.stdout
 
 
 def same(a, b) -> bool:

@@ -13,13 +13,12 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 from abcmini.outputs.published import ANCHORS
+from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "own-papers")
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}
 
 
 def shape(layers: int, heads: int, d_model: int, positions: int | None, digits: int, lengths: str) -> list[str]:
@@ -44,14 +43,6 @@ RUNS = {  # NAME → the method (with +varied) and its options; the record is na
     # Zhou et al.: FIRE in a decoder of about 25M parameters, 1–40 digits; here 4 layers, d 128, 1–10
     "fire+varied-4layer-d128-train10": ["--method", "fire+varied", *shape(4, 4, 128, None, 10, "10,20,25"), "--steps", "12000"],
 }
-
-
-def abcmini(*args: str) -> str:
-    """Run ``abcmini ARGS`` from this checkout (one thread) and return its standard output."""
-    done = subprocess.run([sys.executable, "-c", "import cli; cli.main()", *args], env=ENV, capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"abcmini {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    return done.stdout
 
 
 def run(name: str, seed: str) -> None:
