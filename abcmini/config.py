@@ -202,8 +202,8 @@ class RunConfig:
     pe_scale: float = setting(1.0, "run", 'Amplitude of the sinusoidal encoding.')
     pad_width: int | None = setting(_PAPER.pad_width, "shared", 'The fixed frame: operands padded to this many digits.')
     frame_spread: int = setting(0, "run", 'Train each batch in a frame of --pad-width plus 0 … this many digits.')
-    operand_lengths: str = setting("equal", "run", "+varied Addition: each batch's operands of one length (equal), or one of "
-                                   "that length and the other of 1 … that length, zero-padded (unequal: Coupling's and Abacus's training).")
+    operand_lengths: str = setting("equal", "run", "+varied Addition: both operands of the batch's length (equal), or one "
+                                   "shorter and zero-padded (unequal: Coupling's and Abacus's data).")
     varied: bool = setting(False, "cell")  # each batch one length of 1…train_digits in a frame of that length; tests in a frame of theirs
     seed: int = setting(0, "cell", "Seed of the initialisation and batch order.")
     data_seed: int = setting(0, "shared", 'Seed of the number pool and its train/validation split.')
@@ -215,6 +215,7 @@ class RunConfig:
     warmup: int = setting(_PAPER.warmup, "shared", 'Warmup steps.')
     stop_at: float | None = setting(None, "run", 'Stop once validation exact match reaches this.')
     train_on: float = setting(1.0, "run", '…then train on to this multiple of that step.')
+    min_steps: int = setting(0, "run", '…and to at least this step (a floor).')
     eval_every: int = setting(_PAPER.eval_every, "shared", 'Validate and checkpoint every this many steps.')
     valid_size: int = setting(_PAPER.valid_size, "shared", 'Validation examples.')
 
@@ -256,6 +257,8 @@ class RunConfig:
             raise ConfigError(f"--max-position sizes the positions of random, abacus and coupling; {self.scheme} has none")
         if self.pad_width is not None and self.pad_width < self.train_digits:
             raise ConfigError(f"pad width must be at least {self.train_digits} (the training numbers have up to {self.train_digits} digits)")
+        if self.min_steps > self.steps:
+            raise ConfigError(f"--min-steps ({self.min_steps}) is a floor under the step cap; it cannot exceed --steps ({self.steps})")
         model = self.model_config()  # validates the positional scheme
         if model.d_model % model.heads:
             raise ConfigError(f"the model's width ({model.d_model}) must be a multiple of its heads ({model.heads}); set --d-model or --heads")

@@ -30,13 +30,20 @@ def run_config_of(state: dict) -> RunConfig:
 
 def learning_rate(cfg: RunConfig, step: int, reached: int | None = None) -> float:
     """Linear warmup, then cosine decay to 10% of the peak at ``steps``. Once validation reached
-    ``stop_at`` at step ``reached``, the train-on phase anneals from there to zero at
-    ``train_on·reached``: the rare errors left at interpolation are trained out at a small step."""
+    ``stop_at`` at step ``reached``, the train-on phase anneals from there to zero at its end
+    (``train_on_end``): the rare errors left at interpolation are trained out at a small step."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
     if reached is None or step < reached:
         return cfg.lr * (0.1 + 0.9 * half_cosine((step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)))
-    return learning_rate(cfg, reached - 1) * half_cosine((step - reached + 1) / max(1, (cfg.train_on - 1) * reached))
+    span = max((cfg.train_on - 1) * reached, cfg.min_steps - reached)
+    return learning_rate(cfg, reached - 1) * half_cosine((step - reached + 1) / max(1, span))
+
+
+def train_on_end(cfg: RunConfig, reached: int) -> float:
+    """The step a run that reached ``stop_at`` at step ``reached`` trains to: ``train_on·reached``,
+    at least ``min_steps`` (a budget floor), at most the cap."""
+    return min(cfg.steps, max(cfg.train_on * reached, cfg.min_steps))
 
 
 def half_cosine(progress: float) -> float:

@@ -12,12 +12,12 @@ from abcmini import __version__
 from abcmini.nn.biases import Window, scaffold_from_state
 from abcmini.errors import UserError
 from abcmini.evaluate import exact_match
-from abcmini.experiment import RunConfig, learning_rate, run_config_of
+from abcmini.experiment import RunConfig, learning_rate, run_config_of, train_on_end
 from abcmini.nn.decoder import build_model
 from abcmini.store import CheckpointError, check_bias_matches, load_bias, load_checkpoint, save_checkpoint
 from abcmini.tasks import POOL_DIGITS, Example, Pool, by_length, format_task, training_operands
 
-BUDGET = ("steps", "stop_at", "train_on")  # what a resumed run may change
+BUDGET = ("steps", "stop_at", "train_on", "min_steps")  # what a resumed run may change
 
 
 class DivergedError(UserError):
@@ -183,10 +183,10 @@ class Trainer:
     @property
     def stopped(self) -> bool:
         """The stopping rule: ``steps`` done, or validation reached ``stop_at`` at some step ``s``
-        and the last evaluation was at step ``train_on·s`` or later."""
+        and the last evaluation was at the train-on phase's end (``train_on_end``) or later."""
         if self.step_count >= self.cfg.steps:
             return True
-        return self.reached is not None and self.history[-1]["step"] >= self.cfg.train_on * self.reached
+        return self.reached is not None and self.history[-1]["step"] >= train_on_end(self.cfg, self.reached)
 
     def run(self, on_eval=None, on_step=None) -> dict:
         """Train until ``stopped``, evaluating and checkpointing every ``eval_every`` steps.

@@ -36,12 +36,16 @@ RUNS = {  # NAME → the method (with +varied) and its options; the record is na
                                                       "--steps", "14000", "--train-on", "9"],
     "coupling+varied-1layer-d128-train15-unequal": ["--method", "coupling+varied", *shape(1, 4, 128, 64, 15, "15,20,30,45"),
                                                     "--steps", "6000", "--operand-lengths", "unequal"],
+    "coupling+varied-1layer-d256-train15": ["--method", "coupling+varied", *shape(1, 4, 256, 64, 15, "15,20,30,45"),
+                                            "--steps", "6000"],
     # McLeish et al.: a deep NoPE decoder (16 layers, d 1024, every pair of lengths 1–20, offsets to 100); here 4 layers,
     # d 128, 1–10
     "abacus+varied-4layer-d128-train10-unequal": ["--method", "abacus+varied", *shape(4, 4, 128, 64, 10, "10,20,30,50"),
                                                   "--steps", "12000", "--operand-lengths", "unequal"],
     # Zhou et al.: FIRE in a decoder of about 25M parameters, 1–40 digits; here 4 layers, d 128, 1–10
     "fire+varied-4layer-d128-train10": ["--method", "fire+varied", *shape(4, 4, 128, None, 10, "10,20,25"), "--steps", "12000"],
+    # Ruoss et al.: an encoder of 5 layers, 8 heads, d 64, positions drawn from 0 … 2047 (binary tasks, per-token accuracy)
+    "random+varied-5layer-d64-train10": ["--method", "random+varied", *shape(5, 8, 64, None, 10, "10,20,30,50"), "--steps", "12000"],
 }
 
 

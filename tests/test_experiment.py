@@ -95,7 +95,7 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
     """The schema is written once: each overridable field reaches its run through its own option,
     and the command an experiment records resolves to the same experiment."""
     changed = {"arch": "decoder", "preset": "tiny", "pe_scale": 0.5, "cpi_from": "end", "pad_width": 30, "frame_spread": 2,
-               "data_seed": 4, "steps": 77, "batch_size": 16, "lr": 0.002, "warmup": 7, "stop_at": 0.9, "train_on": 2.0, "eval_every": 11,
+               "data_seed": 4, "steps": 77, "min_steps": 33, "batch_size": 16, "lr": 0.002, "warmup": 7, "stop_at": 0.9, "train_on": 2.0, "eval_every": 11,
                "valid_size": 33, "abc_pad_width": 12, "kappa_self": 0.5, "kappa_cross": 3.0, "min_support": 0.25, "samples": 40, "seed": 5,
                "min_accuracy": 0.5, "rules": "all,-band", "lengths": (6, 9), "test_seed": 3, "test_frame": "fixed",
                "layers": 3, "heads": 2, "d_model": 32, "train_digits": 8}

@@ -1,4 +1,5 @@
 import os
+from dataclasses import replace
 import signal
 import subprocess
 import sys
@@ -105,6 +106,20 @@ def test_train_on_continues_past_the_step_that_reached_stop_at(tmp_path):
     assert torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)["step"] == 6
     assert runner.invoke(app, args + ["--train-on", "1", "--out", str(tmp_path / "once")]).exit_code == 0
     assert torch.load(tmp_path / "once" / "checkpoint.pt", weights_only=True)["step"] == 2
+
+
+def test_min_steps_is_a_floor_under_the_train_on_phase(tmp_path):
+    """Reached at step 2 with --train-on 2: without a floor the run stops at step 4; with
+    --min-steps 9 it trains to the first evaluation from step 9 on, annealing to zero there."""
+    cfg = RunConfig(preset="tiny", pad_width=7, steps=100, warmup=1, eval_every=2, valid_size=8, stop_at=0.0, train_on=2.0)
+    assert Trainer(cfg, str(tmp_path / "bare")).run()["step"] == 4
+    floored = replace(cfg, min_steps=9)
+    trainer, rates = Trainer(floored, str(tmp_path / "floor")), []
+    trainer.run(on_step=lambda step, loss: rates.append(trainer.optimizer.param_groups[0]["lr"]))
+    assert trainer.reached == 2 and trainer.step_count == 10 and rates[8] == 0.0 < rates[7]
+    assert all(b < a for a, b in zip(rates[2:9], rates[3:9]))
+    result = CliRunner().invoke(app, ["train", "--preset", "tiny", "--steps", "5", "--min-steps", "6", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "--min-steps (6)" in result.output and not (tmp_path / "x").exists()
 
 
 def test_the_train_on_phase_anneals_the_learning_rate_to_zero(tmp_path):
