@@ -1,28 +1,32 @@
 """Today's methods on one protocol, fair to all: docs/todays-methods.md, "One protocol".
 
 Each method runs in its own paper's shape (``SHAPES``, scaled as in ``scripts/own_papers.py``)
-on the input its paper trains on (``+varied``: numbers of every length 1–7 from the paper's
-pool) in the decoder-only model, on Successor, Addition and N×1. Its budget:
+on the input its paper trains on (``+varied``: numbers of every length up to the training
+length, 1–7 from the paper's pool) in the decoder-only model. Its budget:
 
 - the budget rule of every run (stop at 99.9% validation, then train on to 3× that step), but
-  never fewer examples than ABC's dearest seed of the task spent (source plus retraining, from
-  the ``decoder`` records): ``--min-steps``;
+  never fewer examples than ABC's dearest seed of the task spent (source plus retraining):
+  ``--min-steps``;
 - a step cap of twice that floor (at least ``CAP``); a run still below 90% validation at its cap
   resumes with the cap doubled, up to ``DOUBLINGS`` times.
 
-Tests follow the ``long`` protocol's lengths (6 … 500 digits, 10,000 numbers each), in order, and
-stop after the first length below 1%: a method that fails at 20 digits is not tested at 500
-(the table says so). That keeps a failing cell's test to minutes instead of an hour.
+Tests run at ``lengths(digits)`` in order and stop after the first length below 1%: a method
+that fails at 20 digits is not tested at 500 (the table says so). That keeps a failing cell's
+test to minutes instead of an hour.
 
-``python scripts/common_protocol.py run TASK METHOD SEED``: train and test one cell (one thread),
-write ``results/experiments/common-protocol/TASK-METHOD-sSEED.json``; it resumes where it stopped.
-``python scripts/common_protocol.py table``: the page's table from those records.
+``python scripts/common_protocol.py run TASK METHOD SEED [DIGITS]``: train and test one cell (one
+thread) and write ``results/experiments/common-protocol/TASK-METHOD-sSEED.json`` (with
+``-trainDIGITS`` before the seed when the training length is not 7); it resumes where it
+stopped. METHOD ``abc`` is ABC's cell of the ``decoder`` recipe: the floor of the others at a
+training length other than 7 (at 7 the ``decoder`` records give it).
+``python scripts/common_protocol.py table``: the page's tables from those records.
 """
 
 import glob
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -33,7 +37,7 @@ OUT = os.path.join("results", "experiments", "common-protocol")
 LENGTHS = (6, 10, 20, 60, 100, 200, 500)  # the long protocol's
 HELD = 0.01  # a length below this ends the cell's tests
 PLATEAU = 0.90  # validation a run must reach before its cap counts as its budget
-CAP, DOUBLINGS, BATCH = 8000, 2, 128
+CAP, DOUBLINGS, BATCH, POOL = 8000, 2, 128, 7
 
 
 def shape(layers: int, heads: int, d_model: int) -> list[str]:
@@ -47,33 +51,51 @@ SHAPES = {  # method → (task → its shape); "*" for every task. Position rang
     "coupling+varied": {"*": shape(1, 4, 128), "nx1": shape(2, 8, 128)},  # Cho et al.: 1 layer (Addition), 2 layers 8 heads (N×1)
 }
 TASKS = ("successor", "addition", "nx1")
+SWEEP = (7, 15, 30)  # the training lengths of the sweep (Addition)
 
 
-def floor_steps(task: str) -> int:
-    """Steps of ``BATCH`` examples that ABC's dearest seed of ``task`` spent, source included."""
-    records = [json.load(open(p)) for p in glob.glob(os.path.join("results", "decoder", task, "abc-s*", "eval.json"))]
+def lengths(digits: int) -> list[int]:
+    """The long protocol's lengths and 1, 2, 3 and 5 times the training length, to 500."""
+    return sorted({*LENGTHS, *(k * digits for k in (1, 2, 3, 5) if k * digits <= LENGTHS[-1])})
+
+
+def name(task: str, method: str, seed: int | str, digits: int) -> str:
+    return f"{task}-{method}{'' if digits == POOL else f'-train{digits}'}-s{seed}"
+
+
+def floor_steps(task: str, digits: int) -> int:
+    """Steps of ``BATCH`` examples that ABC's dearest seed of ``task`` at ``digits`` spent, source included."""
+    pattern = (os.path.join("results", "decoder", task, "abc-s*", "eval.json") if digits == POOL
+               else os.path.join(OUT, name(task, "abc", "*", digits) + ".json"))
+    records = [json.load(open(p)) for p in glob.glob(pattern)]
     if not records:
-        raise SystemExit(f"no ABC records in results/decoder/{task}: the floor comes from them")
+        raise SystemExit(f"no ABC records match {pattern}: the floor comes from them (run METHOD abc first)")
     return max(math.ceil((r["train_examples"] + r["interpolation_examples"]) / BATCH) for r in records)
 
 
-def run(task: str, method: str, seed: str) -> None:
-    out = os.path.join("runs", "common-protocol", f"{task}-{method}-s{seed}")
-    floor = floor_steps(task)
-    cap = max(CAP, 2 * floor)
-    cell = ["--recipe", "decoder", "--task", task, "--method", method, "--seed", seed,
-            *SHAPES[method].get(task, SHAPES[method]["*"]), "--min-steps", str(floor), "--no-wandb"]
-    for doubling in range(DOUBLINGS + 1):
-        abcmini("train", *cell, "--steps", str(cap << doubling), "--lengths", str(LENGTHS[0]), "--out", out,
-                "--threads", "1", "--continue")
-        if json.load(open(os.path.join(out, "eval.json")))["valid_acc"] >= PLATEAU:
+def run(task: str, method: str, seed: str, digits: int) -> None:
+    out = os.path.join("runs", "common-protocol", name(task, method, seed, digits))
+    sized = [] if digits == POOL else ["--train-digits", str(digits), "--pad-width", str(digits)]
+    cell = ["--recipe", "decoder", "--task", task, "--method", method, "--seed", seed, *sized, "--no-wandb"]
+    if method == "abc":
+        abcmini("train", *cell, "--lengths", str(digits), "--out", out, "--threads", "1", "--continue")
+    else:
+        floor = floor_steps(task, digits)
+        cell += [*SHAPES[method].get(task, SHAPES[method]["*"]), "--min-steps", str(floor)]
+        for doubling in range(DOUBLINGS + 1):
+            abcmini("train", *cell, "--steps", str(max(CAP, 2 * floor) << doubling), "--lengths", str(digits),
+                    "--out", out, "--threads", "1", "--continue")
+            if json.load(open(os.path.join(out, "eval.json")))["valid_acc"] >= PLATEAU:
+                break
+    tested = lengths(digits)
+    for shorter, length in zip(tested, tested[1:]):
+        accuracy = json.load(open(os.path.join(out, "eval.json")))["accuracy"]
+        if str(shorter) in accuracy and accuracy[str(shorter)] < HELD:
             break
-    for shorter, length in zip(LENGTHS, LENGTHS[1:]):
-        if json.load(open(os.path.join(out, "eval.json")))["accuracy"][str(shorter)] < HELD:
-            break
-        abcmini("eval", out, "--lengths", str(length), "--no-wandb")
+        if str(length) not in accuracy:
+            abcmini("eval", out, "--lengths", str(length), "--no-wandb")
     os.makedirs(OUT, exist_ok=True)
-    shutil.copyfile(os.path.join(out, "eval.json"), os.path.join(OUT, f"{task}-{method}-s{seed}.json"))
+    shutil.copyfile(os.path.join(out, "eval.json"), os.path.join(OUT, name(task, method, seed, digits) + ".json"))
 
 
 def cell(values: list[float]) -> str:
@@ -82,13 +104,37 @@ def cell(values: list[float]) -> str:
     return f"{median:.2f}" if len(values) == 1 else f"{median:.2f} [{100 * min(values):.2f}–{100 * max(values):.2f}]"
 
 
-def table() -> None:
-    records = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(OUT, "*.json")))]
+def held_to(record: dict, at_least: float) -> int:
+    """The longest tested length up to which every tested length holds ``at_least`` (0: none)."""
+    held = 0
+    for length, accuracy in sorted((int(n), a) for n, a in record["accuracy"].items()):
+        if accuracy < at_least:
+            break
+        held = length
+    return held
+
+
+def records() -> list[dict]:
+    """The records in ``OUT``, each with its cell from the file name (``method``, ``digits``, ``seed``)."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(OUT, "*.json"))):
+        task, method, digits, seed = re.fullmatch(r"([a-z0-9]+)-(.+?)(?:-train(\d+))?-s(\d+)\.json", os.path.basename(path)).groups()
+        found.append({**json.load(open(path)), "method": method, "digits": int(digits or POOL), "seed": int(seed)})
+    return found
+
+
+def abc_at_pool() -> list[dict]:
+    """ABC's ``decoder`` records of Addition: the sweep's row at 7 digits."""
+    return [{**json.load(open(p)), "method": "abc", "digits": POOL}
+            for p in sorted(glob.glob(os.path.join("results", "decoder", "addition", "abc-s*", "eval.json")))]
+
+
+def grid_table(found: list[dict]) -> None:
     print("| task | method | shape | seeds | " + " | ".join(map(str, LENGTHS)) + " | steps | examples (M) | training s | validation |")
     print("|---|---|---|---|" + "---|" * len(LENGTHS) + "---|---|---|---|")
     for task in TASKS:
         for method in SHAPES:
-            runs = [r for r in records if r["task"] == task and r["method"] == method]
+            runs = [r for r in found if r["task"] == task and r["method"] == method and r["digits"] == POOL]
             if not runs:
                 continue
             tested = [[r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]] for n in LENGTHS]
@@ -99,10 +145,25 @@ def table() -> None:
                   f"{cell([r['valid_acc'] for r in runs])} |")
 
 
+def sweep_table(found: list[dict]) -> None:
+    print("| method | trained on | seeds | ≥ 99% to, per seed (× training length) | ≥ 90% to | examples (M) |")
+    print("|---|---|---|---|---|---|")
+    for method in ("abc", *SHAPES):
+        for digits in SWEEP:
+            runs = [r for r in found if r["task"] == "addition" and r["method"] == method and r["digits"] == digits]
+            if not runs:
+                continue
+            spans = [" / ".join(f"{held_to(r, at)} ({held_to(r, at) / digits:.1f}×)" for r in runs) for at in (0.99, 0.90)]
+            print(f"| `{method}` | 1–{digits} | {len(runs)} | {spans[0]} | {spans[1]} | "
+                  f"{statistics.median(r['train_examples'] + (r.get('interpolation_examples') or 0) for r in runs) / 1e6:.2f} |")
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["table"]:
-        table()
-    elif sys.argv[1:2] == ["run"] and len(sys.argv) == 5 and sys.argv[2] in TASKS and sys.argv[3] in SHAPES:
-        run(*sys.argv[2:])
+        grid_table(records())
+        print()
+        sweep_table(abc_at_pool() + records())
+    elif sys.argv[1:2] == ["run"] and len(sys.argv) in (5, 6) and sys.argv[2] in TASKS and sys.argv[3] in ("abc", *SHAPES):
+        run(*sys.argv[2:5], int(sys.argv[5]) if len(sys.argv) == 6 else POOL)
     else:
         raise SystemExit(__doc__)
