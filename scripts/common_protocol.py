@@ -87,10 +87,9 @@ def run(task: str, method: str, seed: str, digits: int) -> None:
                     "--out", out, "--threads", "1", "--continue")
             if json.load(open(os.path.join(out, "eval.json")))["valid_acc"] >= PLATEAU:
                 break
-    tested = lengths(digits)
-    for shorter, length in zip(tested, tested[1:]):
+    for length in lengths(digits):
         accuracy = json.load(open(os.path.join(out, "eval.json")))["accuracy"]
-        if str(shorter) in accuracy and accuracy[str(shorter)] < HELD:
+        if any(a < HELD for n, a in accuracy.items() if int(n) < length):
             break
         if str(length) not in accuracy:
             abcmini("eval", out, "--lengths", str(length), "--no-wandb")
