@@ -25,12 +25,12 @@ def is_binary(task: str) -> bool:
 
 SEED_MAX = 2**31 - 1  # a test set's generator is seeded with seed * 1,000,003 + length: well inside torch's 64 bits
 BOUNDS = {  # the lowest and highest value of each integer a user sets, checked once for the command line, recipes and runs
-    "seed": (0, SEED_MAX), "data_seed": (0, SEED_MAX), "test_seed": (0, SEED_MAX), "calibration.seed": (0, SEED_MAX), "seeds": (0, SEED_MAX),
-    "steps": (1, 10**9), "min_steps": (0, 10**9), "warmup": (0, 10**9), "eval_every": (1, 10**9), "batch_size": (1, 10**7), "valid_size": (1, 10**7),
-    "samples": (None, 10**7), "calibration.samples": (None, 10**7), "lengths": (1, 10**6), "pad_width": (None, 10**6),
-    "frame_spread": (0, 10**6), "window": (0, 10**6), "period": (0, 10**6), "enc_layers": (0, 1000), "layers": (1, 1000),
-    "heads": (1, 1024), "d_model": (1, 1 << 16), "max_position": (2, 10**6), "train_digits": (1, 10**4), "threads": (None, 4096),
-    "workers": (None, 4096)}
+    "seed": (0, SEED_MAX), "data_seed": (0, SEED_MAX), "test_seed": (0, SEED_MAX), "calibration.seed": (0, SEED_MAX),
+    "seeds": (0, SEED_MAX), "steps": (1, 10**9), "min_steps": (0, 10**9), "warmup": (0, 10**9), "eval_every": (1, 10**9),
+    "batch_size": (1, 10**7), "valid_size": (1, 10**7), "samples": (None, 10**7), "calibration.samples": (None, 10**7),
+    "lengths": (1, 10**6), "pad_width": (None, 10**6), "frame_spread": (0, 10**6), "window": (0, 10**6), "period": (0, 10**6),
+    "enc_layers": (0, 1000), "layers": (1, 1000), "heads": (1, 1024), "d_model": (1, 1 << 16), "max_position": (2, 10**6),
+    "train_digits": (1, 10**4), "threads": (None, 4096), "workers": (None, 4096)}
 
 
 def bound_name(field: str) -> str:

@@ -129,18 +129,19 @@ def abc_at_pool() -> list[dict]:
 
 
 def grid_table(found: list[dict]) -> None:
-    print("| task | method | shape | seeds | " + " | ".join(map(str, LENGTHS)) + " | steps | examples (M) | training s | validation |")
-    print("|---|---|---|---|" + "---|" * len(LENGTHS) + "---|---|---|---|")
+    print("| task | method | shape | seeds | " + " | ".join(map(str, LENGTHS)) +
+          " | ≥ 90% to, per seed | steps | examples (M) | training s | validation |")
+    print("|---|---|---|---|" + "---|" * len(LENGTHS) + "---|---|---|---|---|")
     for task in TASKS:
         for method in SHAPES:
             runs = [r for r in found if r["task"] == task and r["method"] == method and r["digits"] == POOL]
             if not runs:
                 continue
             tested = [[r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]] for n in LENGTHS]
-            by_length = [cell(values) if values else "not tested" for values in tested]
+            by_length = [cell(values) if values else "–" for values in tested]
             middle = sorted(runs, key=lambda r: r["train_steps"])[len(runs) // 2]
             print(f"| {task} | `{method}` | {runs[0]['shape']} | {len(runs)} | " + " | ".join(by_length) +
-                  f" | {middle['train_steps']:,} | {middle['train_examples'] / 1e6:.2f} | {middle['train_seconds']:,.0f} | "
+                  f" | {' / '.join(str(held_to(r, 0.90)) for r in runs)} | {middle['train_steps']:,} | {middle['train_examples'] / 1e6:.2f} | {middle['train_seconds']:,.0f} | "
                   f"{cell([r['valid_acc'] for r in runs])} |")
 
 

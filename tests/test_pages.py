@@ -12,6 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.mark.parametrize("script, page, marker", [
     ("ablation.py", "recipe.md", "ablation"),  # Algorithm 1 and each calibration rule taken out
     ("own_papers.py", "todays-methods.md", "own-papers"),  # today's methods in their papers' shape
+    ("common_protocol.py", "todays-methods.md", "common-protocol"),  # today's methods with ABC's budget, the length sweep
 ])
 def test_a_scripted_table_is_its_records(script, page, marker):
     printed = subprocess.run([sys.executable, os.path.join("scripts", script), "table"], cwd=ROOT, capture_output=True,

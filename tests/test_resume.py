@@ -1,9 +1,9 @@
 import os
-from dataclasses import replace
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 import torch
