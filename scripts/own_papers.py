@@ -16,6 +16,7 @@ import shutil
 import sys
 
 from abcmini.outputs.published import ANCHORS
+from common_protocol import held_to  # scripts/common_protocol.py
 from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "own-papers")
@@ -60,11 +61,7 @@ def run(name: str, seed: str) -> None:
 def longest(record: dict, at_least: float) -> str:
     """The longest tested length up to which every tested length holds ``at_least``, and its
     multiple of the training length."""
-    held = None
-    for length, accuracy in sorted((int(n), a) for n, a in record["accuracy"].items()):
-        if accuracy < at_least:
-            break
-        held = length
+    held = held_to(record, at_least)
     return f"{held} ({held / record['train_digits']:.1f}×)" if held else "none"
 
 
