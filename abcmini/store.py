@@ -145,16 +145,16 @@ def require_checkpoint(run_dir: str) -> str:
 
 
 def checkpoint_identity(run_dir: str) -> dict:
-    """Which model a run directory holds now: its checkpoint's path and SHA-256 (what ``eval``
-    records, so a result names the exact weights it came from)."""
+    """Which model a run directory holds now: its checkpoint's path, relative to the run directory
+    (a record travels with its root, as its ``source`` does), and SHA-256 (what ``eval`` records,
+    so a result names the exact weights it came from)."""
     import hashlib
 
-    path = os.path.abspath(os.path.join(run_dir, CHECKPOINT))
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open(os.path.join(run_dir, CHECKPOINT), "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
-    return {"checkpoint": path, "sha256": digest.hexdigest()}
+    return {"checkpoint": CHECKPOINT, "sha256": digest.hexdigest()}
 
 
 def load_checkpoint(run_dir: str) -> dict:

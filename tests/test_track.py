@@ -78,11 +78,13 @@ def test_eval_logs_the_curve_and_acc_summaries(offline, tmp_path):
     assert {key for key in run.summary if key.startswith("acc@")} == {"acc@1", "acc@3", "acc@7"}
     assert run.config["method"] == "vanilla" and len(run.media("extrapolation/table")) == 1
     assert all(len(run.media(f"attention/{n}-digits/cross")) == 1 for n in (7, 20, 100))  # where the tested model attends
-    # which model it evaluated: the checkpoint's path, content hash and step, and its artifact's name
+    # which model it evaluated: the checkpoint's path (relative to the run: no path of this machine), content hash and
+    # step, and its artifact's name
     digest = hashlib.sha256((out / "checkpoint.pt").read_bytes()).hexdigest()
-    assert run.config["weights"] == {"checkpoint": str(out / "checkpoint.pt"), "sha256": digest, "step": 5}
+    assert run.config["weights"] == {"checkpoint": "checkpoint.pt", "sha256": digest, "step": 5}
     assert run.config["uses"] == ["model-paper-successor-vanilla-s0-eval_every-5-lengths-3-pad_width-7-preset-tiny-steps-5-valid_size-10"]
-    assert json.loads((out / "eval.json").read_text())["weights"]["sha256"] == digest
+    record = (out / "eval.json").read_text()
+    assert json.loads(record)["weights"]["sha256"] == digest and str(tmp_path) not in record
 
 
 def test_an_unreachable_server_costs_seconds_and_the_run_is_logged_offline(tmp_path, monkeypatch):
