@@ -76,14 +76,14 @@ def floor_steps(task: str, digits: int) -> int:
 def run(task: str, method: str, seed: str, digits: int) -> None:
     out = os.path.join("runs", "common-protocol", name(task, method, seed, digits))
     sized = [] if digits == POOL else ["--train-digits", str(digits), "--pad-width", str(digits)]
-    cell = ["--recipe", "decoder", "--task", task, "--method", method, "--seed", seed, *sized, "--no-wandb"]
+    args = ["--recipe", "decoder", "--task", task, "--method", method, "--seed", seed, *sized, "--no-wandb"]
     if method == "abc":
-        abcmini("train", *cell, "--lengths", str(digits), "--out", out, "--threads", "1", "--continue")
+        abcmini("train", *args, "--lengths", str(digits), "--out", out, "--threads", "1", "--continue")
     else:
         floor = floor_steps(task, digits)
-        cell += [*SHAPES[method].get(task, SHAPES[method]["*"]), "--min-steps", str(floor)]
+        args += [*SHAPES[method].get(task, SHAPES[method]["*"]), "--min-steps", str(floor)]
         for doubling in range(DOUBLINGS + 1):
-            abcmini("train", *cell, "--steps", str(max(CAP, 2 * floor) << doubling), "--lengths", str(digits),
+            abcmini("train", *args, "--steps", str(max(CAP, 2 * floor) << doubling), "--lengths", str(digits),
                     "--out", out, "--threads", "1", "--continue")
             if json.load(open(os.path.join(out, "eval.json")))["valid_acc"] >= PLATEAU:
                 break
