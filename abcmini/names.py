@@ -11,7 +11,7 @@ class ConfigError(UserError):
     pass
 
 
-TASKS = ("successor", "addition", "nx1", "parity", "parity_class")
+TASKS = ("successor", "addition", "nx1", "parity", "parity_class", "multiadd")
 
 
 def check_task(task: str) -> None:

@@ -14,7 +14,7 @@ import torch
 
 from abcmini import __version__, commit
 from abcmini.nn.biases import Calibrated, PerLayer, line_rows, open_lines, scaffold_from_state, segments_of
-from abcmini.nn.calibrate import average_attention, calibrated_layers, procedure
+from abcmini.nn.calibrate import average_attention, block_procedure, calibrated_layers, procedure
 from abcmini.errors import UserError
 from abcmini.evaluate import GeometryError, extrapolation_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
@@ -22,7 +22,7 @@ from abcmini.outputs.figures import attention_figures, bias_figures, calibration
 from abcmini.limits import batch_for, check_evaluation, check_writable
 from abcmini.config import Calibration, check_test_frame
 from abcmini.store import CHECKPOINT, checkpoint_identity, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
-from abcmini.tasks import (POOL_DIGITS, Example, Pool, detokenize, digit_mask, extrapolation_operands, extrapolation_set_size, format_task,
+from abcmini.tasks import (BLOCK_TASKS, POOL_DIGITS, Example, Pool, detokenize, digit_mask, extrapolation_operands, extrapolation_set_size, format_task,
                            padding_cells, training_operands)
 from abcmini.outputs.track import ID_FILE, Tracker, artifact_name, run_config, under_agent
 from abcmini.train import Trainer, load_model
@@ -214,10 +214,16 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
     a, b = training_operands(cfg.task, Pool.make(cfg.data_seed).train, settings.samples, torch.Generator().manual_seed(settings.seed),
                              cfg.train_digits)
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
-    self_avg, cross_avg = average_attention(model, example, cfg.train_digits + 1, layers=layers)
-    out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]
-    scaffold = procedure(self_avg, cross_avg, segments_of(digit_mask(example.src[0])), padding_cells(example.src), out_padding,
-                         settings.kappa_self, settings.kappa_cross, settings.min_support, rules)
+    layout = segments_of(digit_mask(example.src[0]))
+    if cfg.task in BLOCK_TASKS:  # a block output: every row is trusted, lines counted in blocks
+        self_avg, cross_avg = average_attention(model, example, example.tgt_out.shape[1], layers=layers)
+        scaffold = block_procedure(self_avg, cross_avg, len(layout) // 2, settings.kappa_self, settings.kappa_cross,
+                                   settings.min_support)
+    else:
+        self_avg, cross_avg = average_attention(model, example, cfg.train_digits + 1, layers=layers)
+        out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]
+        scaffold = procedure(self_avg, cross_avg, layout, padding_cells(example.src), out_padding,
+                             settings.kappa_self, settings.kappa_cross, settings.min_support, rules)
     payload = {
         "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads, "aligned": cfg.aligned,
         "calibration": {**asdict(settings), "layers": list(layers)},

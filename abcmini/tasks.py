@@ -18,6 +18,11 @@ Sequence layout (paper §3.3, DESIGN.md §2), for pad width ``P``:
   ``bits(10^P - 1)`` binary digits; the seq2seq target is the running xor from the least
   significant bit (its last token is the parity), the classification target is one token.
 - The decoder reads ``[SOS] + tgt`` and is trained to emit ``tgt + [EOS]``.
+- Multi-operand addition (``multiadd``) is a scratchpad of running sums, one *block* per operand:
+  ``$a_1+a_2+…+a_k`` (each operand in ``P`` digits) → ``s_1+s_2+…+s_k`` with ``s_m = s_{m−1} + a_m``
+  (``s_1 = a_1``), each ``s_m`` in ``P + 2`` digits, reversed. Every block is a two-operand
+  addition ABC already extrapolates; ``s_k`` is the answer. ``$0012+0340+0005`` →
+  ``210000+253000+803000``.
 """
 
 from dataclasses import dataclass
@@ -32,6 +37,9 @@ from abcmini.names import check_task
 VOCAB = "0123456789+*$&@"
 PLUS, TIMES, SOS, EOS, PAD = (VOCAB.index(c) for c in "+*$&@")
 POOL_SIZE = 2**20 + 1  # the paper's permutation of [0, 2^20]
+OPERANDS = 5  # multiadd: a training example adds 2 … 5 operands
+BLOCK_TASKS = ("multiadd",)  # outputs of one block per input number: ABC counts its lines in blocks
+SUM_EXTRA = 2  # multiadd: a running sum has 2 digits more than its operands (up to 100 operands)
 
 
 def detokenize(tokens: torch.Tensor) -> str:
@@ -43,15 +51,17 @@ def parity_bits(pad_width: int) -> int:
     return (10**pad_width - 1).bit_length()
 
 
-def sequence_lengths(task: str, pad_width: int, aligned: bool = False) -> tuple[int, int]:
-    """``(encoder input, decoder input)`` lengths of a task's sequences at ``pad_width``, without
-    building one (what ``format_task`` would give)."""
+def sequence_lengths(task: str, pad_width: int, aligned: bool = False, operands: int = OPERANDS) -> tuple[int, int]:
+    """``(encoder input, decoder input)`` lengths of a task's sequences at ``pad_width`` (and
+    ``operands`` for multiadd), without building one (what ``format_task`` would give)."""
     check_task(task)
     if task in ("parity", "parity_class"):
         bits = parity_bits(pad_width)
         return bits + 1, (bits if task == "parity" else 1) + 1
     if task == "successor":
         return pad_width + 1, pad_width + 2
+    if task == "multiadd":
+        return operands * (pad_width + 1), operands * (pad_width + SUM_EXTRA + 1)
     if aligned:
         return 1 + 2 * pad_width, pad_width + 2
     return pad_width + 2 + (pad_width if task == "addition" else 1), pad_width + 2
@@ -143,12 +153,15 @@ class Example:
 
 
 def format_task(task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: int, aligned: bool = False) -> Example:
-    """Format operands (digit tensors ``[n, w]``; ``b`` is ``[n]`` single digits for N×1).
+    """Format operands (digit tensors ``[n, w]``; ``b`` is ``[n]`` single digits for N×1;
+    multiadd's ``a`` is ``[n, k, w]``, its ``k`` operands, and ``b`` is None).
 
     ``aligned`` interleaves the operands of a binary task (ABS input alignment):
     ``a_n…a_1 + b_n…b_1 → + a_n b_n … a_1 b_1`` and ``a_n…a_1 * b → * a_n b … a_1 b``.
     """
     check_task(task)
+    if task == "multiadd":
+        return _running_sums(a, pad_width)
     a = pad_digits(a, pad_width)
     n = a.shape[0]
     if task == "successor":
@@ -172,6 +185,21 @@ def format_task(task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: i
         tgt = scratch if task == "parity" else scratch[:, -1:]
         return _with_sos_eos(_with_boundary(bits), tgt)
     return _with_sos_eos(src, result.flip(1))
+
+
+def _running_sums(a: torch.Tensor, pad_width: int) -> Example:
+    """Multiadd's scratchpad (module docstring): ``$a_1+…+a_k`` → ``s_1+…+s_k`` reversed."""
+    n, k, _ = a.shape
+    a = rearrange(pad_digits(rearrange(a, "n k w -> (n k) w"), pad_width), "(n k) p -> n k p", k=k)
+    marks = torch.full((n, k, 1), PLUS, dtype=torch.long, device=a.device)
+    marks[:, 0] = SOS
+    width, separator = pad_width + SUM_EXTRA, torch.full((n, 1), PLUS, dtype=torch.long, device=a.device)
+    total, blocks = torch.zeros(n, width, dtype=torch.long, device=a.device), []
+    for m in range(k):
+        total = pad_digits(add_digits(total, pad_digits(a[:, m], width)), width)
+        blocks.append(torch.cat([total.flip(1), separator], dim=1))
+    tgt = rearrange(torch.stack(blocks, dim=1), "n k b -> n (k b)")[:, :-1]
+    return _with_sos_eos(rearrange(torch.cat([marks, a], dim=2), "n k p -> n (k p)"), tgt)
 
 
 def _with_boundary(digits: torch.Tensor) -> torch.Tensor:
@@ -216,9 +244,12 @@ class Pool:
 
 
 def sample_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.Generator):
-    """Draw ``n`` examples from a split; binary tasks draw each operand independently."""
-    a = numbers[torch.randint(len(numbers), (n,), generator=generator)]
+    """Draw ``n`` examples from a split; binary tasks draw each operand independently, multiadd
+    ``OPERANDS`` of them, of which the last ``OPERANDS − k`` are 0 for ``k`` uniform in 2 … ``OPERANDS``."""
+    a = numbers[torch.randint(len(numbers), (n * (OPERANDS if task == "multiadd" else 1),), generator=generator)]
     a = int_to_digits(a, POOL_DIGITS)
+    if task == "multiadd":
+        return _some_zero(rearrange(a, "(n k) w -> n k w", k=OPERANDS), generator), None
     if task == "addition":
         b = int_to_digits(numbers[torch.randint(len(numbers), (n,), generator=generator)], POOL_DIGITS)
     elif task == "nx1":
@@ -226,6 +257,13 @@ def sample_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.G
     else:
         b = None
     return a, b
+
+
+def _some_zero(a: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """``[n k w]`` operands with all after the first ``k`` set to 0, ``k`` uniform in 2 … ``k``:
+    the operand count varies inside a fixed frame, as a number's length does (leading zeros)."""
+    count = torch.randint(2, a.shape[1] + 1, (a.shape[0], 1, 1), generator=generator)
+    return a * (torch.arange(a.shape[1]).view(1, -1, 1) < count)
 
 
 def random_numbers(n: int, digits: int, generator: torch.Generator, length: int | None = None) -> torch.Tensor:
@@ -251,6 +289,9 @@ def training_operands(task: str, numbers: torch.Tensor, n: int, generator: torch
     as Position Coupling's and Abacus's training pads the shorter operand."""
     if digits == POOL_DIGITS:
         return sample_operands(task, numbers, n, generator)
+    if task == "multiadd":
+        a = random_numbers(n * OPERANDS, digits, generator, length)
+        return _some_zero(rearrange(a, "(n k) w -> n k w", k=OPERANDS), generator), None
     a = random_numbers(n, digits, generator, length)
     if task == "addition" and unequal and length:
         b = pad_digits(random_numbers(n, length, generator), digits)
@@ -296,10 +337,26 @@ def exact_length_numbers(length: int, seed: int) -> torch.Tensor:
     return found[keep]
 
 
-def extrapolation_operands(task: str, length: int, seed: int):
-    """Operands of the seeded test set at ``length``: every method sees the same set."""
+def operand_count(length: int, digits: int = POOL_DIGITS) -> int:
+    """Multiadd's operands at a test of ``length`` digits: the training ratio (``OPERANDS`` per
+    ``digits``) kept, so 2× the length is 2× the operands."""
+    return max(2, -(-OPERANDS * length // digits))
+
+
+def extrapolation_operands(task: str, length: int, seed: int, digits: int = POOL_DIGITS):
+    """Operands of the seeded test set at ``length``: every method sees the same set. Multiadd:
+    ``operand_count`` operands, one of exactly ``length`` digits (in a random place), the others
+    of lengths uniform in 1 … ``length``."""
     a = exact_length_numbers(length, seed)
     generator = torch.Generator().manual_seed(seed * 1_000_003 + length + 7)
+    if task == "multiadd":
+        count = operand_count(length, digits)
+        others = rearrange(random_numbers(len(a) * (count - 1), length, generator), "(n k) w -> n k w", k=count - 1)
+        place = rearrange(torch.randint(count, (len(a),), generator=generator), "n -> n 1")
+        slot = rearrange(torch.arange(count), "k -> 1 k")
+        order = torch.where(slot == place, count - 1, slot - (slot > place).long())  # the exact-length one to `place`
+        every = torch.cat([others, rearrange(a, "n w -> n 1 w")], dim=1)
+        return every.gather(1, repeat(order, "n k -> n k w", w=length)), None
     if task == "addition":
         b = exact_length_numbers(length, seed + 1)
         b = b[torch.randperm(len(b), generator=generator)]

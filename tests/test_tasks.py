@@ -105,7 +105,8 @@ def test_every_input_starts_with_a_marker(aligned):
     a, b = digits(5, 123), digits(0, 748)
     for task in TASKS:
         second = torch.tensor([0, 3]) if task == "nx1" else b if task == "addition" else None
-        src = format_task(task, a, second, 4, aligned and is_binary(task)).src
+        first = torch.stack([a, b], dim=1) if task == "multiadd" else a
+        src = format_task(task, first, second, 4, aligned and is_binary(task)).src
         marker = {"addition": "+", "nx1": "*"}[task] if aligned and is_binary(task) else "$"
         assert detokenize(src[:, 0]) == marker * 2, task
 

@@ -252,21 +252,138 @@ class PerLayer(nn.Module):
                 yield f"layer {index} {name}", table
 
 
-def scaffold_from_state(state: dict) -> Calibrated | PerLayer:
-    """The ABC scaffold a bias file or checkpoint stores: one bias for every layer, or one per layer."""
+# ---------------------------------------------------------------- ABC lines counted in blocks
+#
+# For a scratchpad whose output is one block per input number (multi-operand addition's running
+# sums), a row must read "the same digit of this block's operand" and "the same digit of the
+# previous block" at any width and any number of blocks. Those offsets grow with the block's
+# width and index, so no corner- or segment-anchored line stays on them. A cell (i, j) has block
+# coordinates instead: the row's block b_q and significance s_q (the digit it emits, counted from
+# the least significant), the key's b_k and s_k; a *block line* is (d, ℓ) = (b_k − b_q, s_k − s_q),
+# and a block's marker (the input's $ or + before each number, the output's separator) the line
+# (d, marker). Layouts: the input is `blocks` parts [marker, digits …], most significant first;
+# the decoder's input is [SOS], then per block its digits least significant first and a
+# separator (SOS is the separator of block −1).
+
+
+def input_coordinates(n: int, blocks: int, device=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(block, significance, marker)`` of each of the ``n`` input columns: part ``j // w`` of
+    width ``w = n / blocks``, its marker first (significance ``w − 1``), its last digit 0."""
+    j, width = torch.arange(n, device=device), n // blocks
+    return j // width, width - 1 - j % width, j % width == 0
+
+
+def output_coordinates(n: int, blocks: int, keys: bool, device=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(block, significance, marker)`` of each of the ``n`` decoder rows (``keys`` False: the
+    digit a row emits) or columns (``keys``: the token a column holds, one step behind)."""
+    i, width = torch.arange(n, device=device) - int(keys), n // blocks
+    significance = torch.remainder(i, width)
+    return torch.div(i, width, rounding_mode="floor"), significance, significance == width - 1
+
+
+def line_index(rows, keys, d_first: int, d_count: int, l_first: int, l_count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``([q k] index into a flattened [d (ℓ + marker)] table, [q k] on a line of the table)``."""
+    (bq, sq, _), (bk, sk, mk) = rows, keys
+    d = rearrange(bk, "k -> 1 k") - rearrange(bq, "q -> q 1") - d_first
+    ell = rearrange(sk, "k -> 1 k") - rearrange(sq, "q -> q 1") - l_first
+    marker = rearrange(mk, "k -> 1 k")
+    column = torch.where(marker, l_count, ell)
+    inside = (d >= 0) & (d < d_count) & (marker | ((ell >= 0) & (ell < l_count)))
+    return (d * (l_count + 1) + column).clamp(0, d_count * (l_count + 1) - 1), inside
+
+
+class BlockLines(nn.Module):
+    """A calibrated block-line table ``values [h d (ℓ + 1)]`` (the last column: the block's
+    marker), ``d`` from ``d_first``, ``ℓ`` from ``l_first``; −inf where no line was kept.
+    ``cross``: keys are input columns (else decoder columns)."""
+
+    def __init__(self, values: torch.Tensor, d_first: int, l_first: int, cross: bool):
+        super().__init__()
+        self.d_first, self.l_first, self.cross = d_first, l_first, cross
+        self.register_buffer("values", values)
+
+    def forward(self, n_q: int, n_k: int, blocks: int, device=None) -> torch.Tensor:
+        """The ``[h q k]`` bias of an ``n_q × n_k`` attention over ``blocks`` blocks."""
+        heads, d_count, width = self.values.shape
+        rows = output_coordinates(n_q, blocks, keys=False, device=device)
+        keys = input_coordinates(n_k, blocks, device) if self.cross else output_coordinates(n_k, blocks, keys=True, device=device)
+        index, inside = line_index(rows, keys, self.d_first, d_count, self.l_first, width - 1)
+        flat = rearrange(self.values.to(device), "h d l -> h (d l)")
+        bias = flat[:, rearrange(index, "q k -> (q k)")].view(heads, n_q, n_k).masked_fill(~inside, NEG_INF)
+        bias[~torch.isfinite(self.values).flatten(1).any(dim=1).to(device)] = 0.0  # a head with no line: transparent
+        empty = ~torch.isfinite(bias).any(dim=-1)  # no-NaN rule: open column 0
+        bias[..., 0] = bias[..., 0].masked_fill(empty, 0.0)
+        return bias
+
+    def union(self, other: "BlockLines") -> "BlockLines":
+        """Both tables' lines (the same calibration frame, so the same index ranges)."""
+        return BlockLines(torch.maximum(self.values, other.values), self.d_first, self.l_first, self.cross)
+
+    def lines(self):
+        """``(direction label, head, [(line, value)])`` for every head with an open line."""
+        heads, d_count, width = self.values.shape
+        for d in range(d_count):
+            for head in range(heads):
+                row = self.values[head, d].tolist()
+                kept = [("marker" if c == width - 1 else self.l_first + c, v) for c, v in enumerate(row) if v != NEG_INF]
+                if kept:
+                    yield f"block {self.d_first + d:+d}", head, kept
+
+    def state(self) -> dict:
+        return {"values": self.values, "d_first": self.d_first, "l_first": self.l_first, "cross": self.cross}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "BlockLines":
+        return cls(state["values"], state["d_first"], state["l_first"], state["cross"])
+
+
+class BlockCalibrated(nn.Module):
+    """ABC's biases for a block output: decoder self- and cross-attention block-line tables; the
+    number of blocks is read from the input's layout (a marker and a number per block)."""
+
+    def __init__(self, self_attention: BlockLines, cross_attention: BlockLines):
+        super().__init__()
+        self.self_attention, self.cross_attention = self_attention, cross_attention
+
+    def forward(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        if layout is None:
+            raise ValueError("block lines need the input's layout (biases.segments_of)")
+        blocks = len(layout) // 2
+        return self.self_attention(n_q, n_q, blocks, device), self.cross_attention(n_q, n_src, blocks, device)
+
+    def union(self, other: "BlockCalibrated") -> "BlockCalibrated":
+        return BlockCalibrated(self.self_attention.union(other.self_attention), self.cross_attention.union(other.cross_attention))
+
+    def tables(self):
+        yield "cross", self.cross_attention
+        yield "self", self.self_attention
+
+    def state(self) -> dict:
+        return {"blocks": {"self": self.self_attention.state(), "cross": self.cross_attention.state()}}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "BlockCalibrated":
+        return cls(BlockLines.from_state(state["blocks"]["self"]), BlockLines.from_state(state["blocks"]["cross"]))
+
+
+def scaffold_from_state(state: dict) -> Calibrated | PerLayer | BlockCalibrated:
+    """The ABC scaffold a bias file or checkpoint stores: one bias for every layer, one per layer,
+    or block lines."""
+    if "blocks" in state:
+        return BlockCalibrated.from_state(state)
     if "layers" in state:
         return PerLayer(tuple(Calibrated.from_state(layer) for layer in state["layers"]))
     return Calibrated.from_state(state)
 
 
-def open_lines(scaffold: Calibrated | PerLayer) -> list[str]:
+def open_lines(scaffold: Calibrated | PerLayer | BlockCalibrated) -> list[str]:
     """Every open line of an ABC scaffold, one ``"layer 0 cross Δ = -1, segment 1 h2: 0,1"`` per
     attention, direction (and segment) and head: what a result record keeps of its bias."""
     return [f"{name} {label} h{head}: " + ",".join(str(line) for line, _ in lines)
             for name, table in scaffold.tables() for label, head, lines in table.lines()]
 
 
-def line_rows(scaffold: Calibrated | PerLayer) -> list[tuple]:
+def line_rows(scaffold: Calibrated | PerLayer | BlockCalibrated) -> list[tuple]:
     """``(layer, attention, direction, head, line, value)`` for every open line of an ABC
     scaffold (layer ``every`` where one bias serves all layers): the bias as a table."""
     rows = []

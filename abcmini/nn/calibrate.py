@@ -14,7 +14,8 @@ import functools
 import torch
 from einops import rearrange
 
-from abcmini.nn.biases import NEG_INF, Calibrated, Layout, LineBias, in_segment, line_ids
+from abcmini.nn.biases import (NEG_INF, BlockCalibrated, BlockLines, Calibrated, Layout, LineBias, in_segment, input_coordinates,
+                                line_ids, line_index, output_coordinates)
 from abcmini.nn.rules import RULES
 
 PAPER_DIRECTIONS = (1, -1, 0)  # "the diagonal, the anti-diagonal, and the vertical lines" (§4)
@@ -200,3 +201,38 @@ def procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, layout: Layout, s
                          calibrate(cross_avg[layer], kappa_cross, cross_deltas, right=True, **cross, **shared))
               for layer in calibrated_layers(len(self_avg), on)]
     return functools.reduce(Calibrated.union, biases)
+
+
+def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: bool, min_support: float = 0.0) -> BlockLines:
+    """Algorithm 1's steps 2.1–2.2 over block lines on ``Ā [h m n]`` (a whole block output):
+    ``d_l`` the mean attention on each line's cells, kept where ``d_l > μ + κσ`` per head with
+    value ``d_l − d_max`` (``calibrate.dropoff``); ``min_support``: a line must cross that
+    fraction of the ``m`` rows (rule ``support``), as a causal row never sees later blocks."""
+    heads, m, n = attention.shape
+    rows = output_coordinates(m, blocks, keys=False, device=attention.device)
+    keys = input_coordinates(n, blocks, attention.device) if cross else output_coordinates(n, blocks, keys=True, device=attention.device)
+    d_all = rearrange(keys[0], "k -> 1 k") - rearrange(rows[0], "q -> q 1")
+    l_all = rearrange(keys[1], "k -> 1 k") - rearrange(rows[1], "q -> q 1")
+    visible = torch.ones(m, n, dtype=torch.bool, device=attention.device) if cross else torch.ones(m, n, dtype=torch.bool).tril()
+    d_first, d_count = int(d_all[visible].min()), int(d_all[visible].max() - d_all[visible].min()) + 1
+    l_first, l_count = int(l_all[visible].min()), int(l_all[visible].max() - l_all[visible].min()) + 1
+    index, inside = line_index(rows, keys, d_first, d_count, l_first, l_count)
+    counted = rearrange(inside & visible, "q k -> (q k)")
+    flat = rearrange(index, "q k -> (q k)")[counted]
+    size = d_count * (l_count + 1)
+    sums = attention.new_zeros(heads, size).index_add_(1, flat, rearrange(attention, "h q k -> h (q k)")[:, counted])
+    cells = torch.bincount(flat, minlength=size)
+    kept = dropoff(sums / cells.clamp(min=1), kappa, cells >= max(1, min_support * m))
+    return BlockLines(rearrange(kept, "h (d l) -> h d l", d=d_count), d_first, l_first, cross)
+
+
+def block_procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, blocks: int, kappa_self: float, kappa_cross: float,
+                    min_support: float) -> BlockCalibrated:
+    """ABC on ``Ā`` of every decoder layer (``[layers h q k]``) of a block output: block lines
+    per layer, self- and cross-attention apart, united into one bias for every layer."""
+    tables = [BlockCalibrated(calibrate_blocks(s, blocks, kappa_self, False, min_support),
+                              calibrate_blocks(c, blocks, kappa_cross, True, min_support)) for s, c in zip(self_avg, cross_avg)]
+    united = tables[0]
+    for table in tables[1:]:
+        united = united.union(table)
+    return united

@@ -1,0 +1,103 @@
+"""Multi-operand addition: the running-sum scratchpad, its training and test operands, and ABC's
+lines counted in blocks (materialized at any width and block count, recovered by calibration)."""
+
+import torch
+
+from abcmini.nn.biases import NEG_INF, BlockLines, input_coordinates, output_coordinates
+from abcmini.nn.calibrate import calibrate_blocks
+from abcmini.tasks import (OPERANDS, SUM_EXTRA, Pool, detokenize, extrapolation_operands, format_task, operand_count,
+                           sequence_lengths, training_operands)
+
+
+def value(digit_row) -> int:
+    return int("".join(map(str, digit_row.tolist())))
+
+
+def blocks_of(example, row=0) -> list[int]:
+    """The running sums a target holds, as numbers."""
+    return [int(block[::-1]) for block in detokenize(example.tgt_out[row])[:-1].split("+")]
+
+
+def test_the_worked_example_and_random_sums_are_running_sums():
+    ex = format_task("multiadd", torch.tensor([[[1, 2], [3, 4], [0, 5]]]), None, 4)
+    assert detokenize(ex.src[0]) == "$0012+0034+0005"
+    assert detokenize(ex.tgt_out[0]) == "210000+640000+150000&" and detokenize(ex.tgt_in[0]) == "$210000+640000+150000"
+    a = torch.randint(10, (50, 7, 9), generator=torch.Generator().manual_seed(0))
+    ex = format_task("multiadd", a, None, 11)
+    assert (ex.src.shape[1], ex.tgt_in.shape[1]) == sequence_lengths("multiadd", 11, operands=7)
+    for row in range(50):
+        numbers = [value(x) for x in a[row]]
+        assert blocks_of(ex, row) == [sum(numbers[: m + 1]) for m in range(7)]
+        assert len(detokenize(ex.tgt_out[row]).split("+")[0]) == 11 + SUM_EXTRA
+
+
+def test_training_examples_add_two_to_five_pool_numbers_in_a_frame_of_five():
+    pool = Pool.make(0)
+    a, b = training_operands("multiadd", pool.train, 2000, torch.Generator().manual_seed(1))
+    assert b is None and a.shape == (2000, OPERANDS, 7)
+    real = (a.sum(dim=2) > 0).sum(dim=1)
+    assert set(real.tolist()) <= set(range(2, OPERANDS + 1)) and len(set(real.tolist())) >= OPERANDS - 2
+    zero_then_real = (a[:, :-1].sum(dim=2) == 0) & (a[:, 1:].sum(dim=2) > 0)
+    assert not zero_then_real.any()  # the zero operands are the last ones
+    train = set(pool.train.tolist())
+    assert {value(x) for x in a[:, 0]} <= train
+
+
+def test_test_operands_grow_with_the_length_at_the_training_ratio():
+    assert [operand_count(n) for n in (7, 14, 35, 70)] == [5, 10, 25, 50]
+    a, b = extrapolation_operands("multiadd", 14, seed=3)
+    assert b is None and a.shape == (10_000, 10, 14)
+    assert ((a[:, :, 0] > 0).sum(dim=1) >= 1).all()  # at least one operand of exactly 14 digits
+    lengths = 14 - (a.cumsum(dim=2) == 0).sum(dim=2)
+    assert len(lengths.unique()) > 10  # unequal operands
+    assert torch.equal(a, extrapolation_operands("multiadd", 14, seed=3)[0])
+    assert not torch.equal(a, extrapolation_operands("multiadd", 14, seed=4)[0])
+
+
+def test_block_coordinates_of_the_input_and_the_decoder():
+    block, significance, marker = input_coordinates(8, 2)  # $ 1 2 3 + 4 5 6
+    assert block.tolist() == [0, 0, 0, 0, 1, 1, 1, 1] and significance.tolist() == [3, 2, 1, 0] * 2
+    assert marker.tolist() == [True, False, False, False] * 2
+    block, significance, marker = output_coordinates(6, 2, keys=False)  # rows emit d d + d d &
+    assert block.tolist() == [0, 0, 0, 1, 1, 1] and significance.tolist() == [0, 1, 2] * 2
+    block, significance, marker = output_coordinates(6, 2, keys=True)  # columns hold $ d d + d d
+    assert block.tolist() == [-1, 0, 0, 0, 1, 1] and significance.tolist() == [2, 0, 1, 2, 0, 1]
+    assert marker.tolist() == [True, False, False, True, False, False]
+
+
+def one_line(d: int, ell, cross: bool) -> BlockLines:
+    """A one-head table with the single line ``(d, ℓ)`` open (``ell`` "marker": the block's marker)."""
+    values = torch.full((1, 5, 8), NEG_INF)  # d from −2, ℓ from −3, marker last
+    values[0, d + 2, 7 if ell == "marker" else ell + 3] = 0.0
+    return BlockLines(values, -2, -3, cross)
+
+
+def test_a_block_line_stays_on_its_digit_at_any_width_and_block_count():
+    for width, blocks in ((7, 5), (14, 10), (30, 3)):
+        n_src, n_q = blocks * (width + 1), blocks * (width + SUM_EXTRA + 1)
+        a = torch.randint(10, (1, blocks, width), generator=torch.Generator().manual_seed(width))
+        ex = format_task("multiadd", a, None, width)
+        assert ex.src.shape[1] == n_src and ex.tgt_in.shape[1] == n_q
+        same = one_line(0, 0, cross=True)(n_q, n_src, blocks)[0]
+        for i in range(n_q):
+            block, digit = divmod(i, width + SUM_EXTRA + 1)
+            opened = (same[i] == 0).nonzero().flatten().tolist()
+            if digit < width:  # the row emitting digit `digit` of block `block` reads that digit of operand `block`
+                assert opened == [block * (width + 1) + width - digit]
+            else:  # beyond the operand's digits (and the separator row): nothing, so the start marker
+                assert opened == [0]
+        previous = one_line(-1, 0, cross=False)(n_q, n_q, blocks)[0]
+        row = 2 * (width + SUM_EXTRA + 1) + 3  # block 2, digit 3: reads digit 3 of block 1 (column one step behind)
+        assert (previous[row] == 0).nonzero().flatten().tolist() == [(width + SUM_EXTRA + 1) + 3 + 1]
+        marker = one_line(1, "marker", cross=True)(n_q, n_src, blocks)[0]
+        assert (marker[0] == 0).nonzero().flatten().tolist() == [width + 1]  # the + before operand 1
+
+
+def test_calibration_recovers_the_lines_the_attention_follows_in_any_frame():
+    for width, blocks in ((7, 5), (10, 4)):
+        n_src, n_q = blocks * (width + 1), blocks * (width + SUM_EXTRA + 1)
+        truth = one_line(0, 0, cross=True)(n_q, n_src, blocks)  # [1 q k]: rows on their digit, the rest on column 0
+        attention = torch.softmax(torch.cat([truth, torch.zeros_like(truth)]), dim=-1)  # head 1 reads everything
+        table = calibrate_blocks(attention, blocks, kappa=2.5, cross=True, min_support=0.5)
+        assert list(table.lines()) == [("block +0", 0, [(0, 0.0)])]
+        assert torch.equal(table(n_q, n_src, blocks)[0], truth[0])
