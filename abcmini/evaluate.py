@@ -4,7 +4,7 @@ import torch
 
 from abcmini.errors import UserError
 from abcmini.nn.model import Transformer
-from abcmini.tasks import POOL_DIGITS, Example, extrapolation_operands, format_task
+from abcmini.tasks import PLUS, POOL_DIGITS, Example, extrapolation_operands, format_task
 
 
 class GeometryError(UserError):
@@ -62,10 +62,30 @@ def exact_match(model: Transformer, example: Example, batch_size: int = 1000, on
     return torch.cat(hits)
 
 
-def extrapolation_accuracy(model, task: str, length: int, pad_width: int, seed: int,
-                           aligned: bool = False, batch_size: int = 1000, on_batch=None) -> float:
-    """Accuracy on the seeded test set of numbers with exactly ``length`` digits, in a frame of
-    ``pad_width`` (``pad_width_for``)."""
+def extrapolation_hits(model, task: str, length: int, pad_width: int, seed: int, aligned: bool = False,
+                       batch_size: int = 1000, on_batch=None) -> tuple[Example, torch.Tensor]:
+    """The seeded test set of numbers with exactly ``length`` digits, in a frame of ``pad_width``
+    (``pad_width_for``), and which of its examples the model gets exactly right."""
     a, b = extrapolation_operands(task, length, seed)
     example = format_task(task, a, b, pad_width, aligned)
-    return exact_match(model, example, batch_size, on_batch).float().mean().item()
+    return example, exact_match(model, example, batch_size, on_batch)
+
+
+def extrapolation_accuracy(model, task: str, length: int, pad_width: int, seed: int,
+                           aligned: bool = False, batch_size: int = 1000, on_batch=None) -> float:
+    """Exact match on the seeded test set at ``length`` (``extrapolation_hits``)."""
+    return extrapolation_hits(model, task, length, pad_width, seed, aligned, batch_size, on_batch)[1].float().mean().item()
+
+
+@torch.no_grad()
+def final_accuracy(model, example: Example, hits: torch.Tensor, batch_size: int = 1000) -> float:
+    """Exact match of a scratchpad's final number alone (the tokens after the output's last
+    separator, EOS included): every exact answer, and each other example decoded greedily, its
+    own scratchpad fed back, so a slip the model recovers from still counts."""
+    start = int((example.tgt_out[0] == PLUS).nonzero().max()) + 1
+    right, misses = hits.clone(), (~hits).nonzero().flatten()
+    device = next(model.parameters()).device
+    for chunk in misses.split(batch_size):
+        tokens = model.greedy(example.src[chunk].to(device), example.tgt_out.shape[1]).cpu()
+        right[chunk] = (tokens[:, start:] == example.tgt_out[chunk, start:]).all(dim=1)
+    return right.float().mean().item()

@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass
 import torch
 
 from abcmini import __version__, commit
-from abcmini.nn.biases import Calibrated, PerLayer, line_rows, open_lines, scaffold_from_state, segments_of
+from abcmini.nn.biases import BlockCalibrated, Calibrated, PerLayer, line_rows, open_lines, scaffold_from_state, segments_of
 from abcmini.nn.calibrate import average_attention, block_procedure, calibrated_layers, procedure
 from abcmini.errors import UserError
-from abcmini.evaluate import GeometryError, extrapolation_accuracy, pad_width_for
+from abcmini.evaluate import GeometryError, extrapolation_hits, final_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
 from abcmini.outputs.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.limits import batch_for, check_evaluation, check_writable
@@ -141,7 +141,7 @@ def log_pictures(tracker: Tracker, model, experiment: Experiment | None, cfg: Ru
     tracker.images(figures, step=step)
     for fig in figures.values():
         close(fig)
-    if isinstance(model.scaffold, (Calibrated, PerLayer)):
+    if isinstance(model.scaffold, (Calibrated, PerLayer, BlockCalibrated)):
         tracker.table("bias/lines", LINE_COLUMNS, line_rows(model.scaffold))
 
 
@@ -293,19 +293,24 @@ def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model,
     state = (run_dir, history[-1]["step"] if history else None, test_seed, "follows" if follows else "fixed")
     previous = read_eval_of(*state)
     done = {} if redo else previous.get("accuracy", {})
-    accuracy, seconds = {}, {}
+    accuracy, seconds, final = {}, {}, {}
     for length, frame in zip(lengths, test_frames(experiment, cfg, lengths, test_frame)):
         if str(length) in done:
             continue
         began = time.perf_counter()
         batch = batch_for(cfg, frame, batch_size)
         with hooks.evaluating(length, batches=-(-extrapolation_set_size(length) // batch)) as advance:
-            accuracy[length] = extrapolation_accuracy(model, cfg.task, length, frame, test_seed, cfg.aligned, batch, advance)
+            example, hits = extrapolation_hits(model, cfg.task, length, frame, test_seed, cfg.aligned, batch, advance)
+        accuracy[length] = hits.float().mean().item()
+        if cfg.task in BLOCK_TASKS:  # the scratchpad's answer alone, beside the whole output
+            final[str(length)] = final_accuracy(model, example, hits, batch)
         seconds[str(length)] = round(time.perf_counter() - began, 2)
         hooks.evaluated(length, accuracy[length], seconds[str(length)])
     extra["test_frame"] = "follows" if follows else "fixed"
-    if isinstance(model.scaffold, (Calibrated, PerLayer)):
+    if isinstance(model.scaffold, (Calibrated, PerLayer, BlockCalibrated)):
         extra["lines"] = open_lines(model.scaffold)
+    if final:
+        extra["final_accuracy"] = {**previous.get("final_accuracy", {}), **final}
     if seconds:
         extra["test_seconds"] = {**previous.get("test_seconds", {}), **seconds}
     if started is not None:

@@ -1,12 +1,21 @@
 """Multi-operand addition: the running-sum scratchpad, its training and test operands, and ABC's
 lines counted in blocks (materialized at any width and block count, recovered by calibration)."""
 
-import torch
+import json
 
-from abcmini.nn.biases import NEG_INF, BlockLines, input_coordinates, output_coordinates
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from abcmini.evaluate import extrapolation_hits
+from abcmini.nn.biases import NEG_INF, BlockCalibrated, BlockLines, input_coordinates, output_coordinates
 from abcmini.nn.calibrate import calibrate_blocks
-from abcmini.tasks import (OPERANDS, SUM_EXTRA, Pool, detokenize, extrapolation_operands, format_task, operand_count,
+from abcmini import pipeline
+from abcmini.store import load_checkpoint
+from abcmini.tasks import (OPERANDS, PLUS, SUM_EXTRA, Pool, detokenize, extrapolation_operands, format_task, operand_count,
                            sequence_lengths, training_operands)
+from abcmini.train import load_model
+from cli import app
 
 
 def value(digit_row) -> int:
@@ -101,3 +110,31 @@ def test_calibration_recovers_the_lines_the_attention_follows_in_any_frame():
         table = calibrate_blocks(attention, blocks, kappa=2.5, cross=True, min_support=0.5)
         assert list(table.lines()) == [("block +0", 0, [(0, 0.0)])]
         assert torch.equal(table(n_q, n_src, blocks)[0], truth[0])
+
+
+SMALL = ("base: long\nname: small\npreset: tiny\npad_width: 8\nabc_pad_width: 8\nabc_frame_spread: 2\nsteps: 40\neval_every: 20\n"
+         "valid_size: 50\nabc_valid_size: 50\ncalibration: {samples: 50, min_accuracy: 0}\n")  # small and real, not converged
+
+
+@pytest.mark.integration
+def test_an_abc_cell_on_multiadd_trains_calibrates_block_lines_and_scores_the_final_number(empty_cwd):
+    """Source, calibration, retraining and test through the command line; the record's final-number
+    accuracy is what greedy decoding of its test set gives."""
+    (empty_cwd / "small.yaml").write_text(SMALL)
+    out = empty_cwd / "cell"
+    result = CliRunner().invoke(app, ["train", "--recipe", "small.yaml", "--task", "multiadd", "--method", "abc", "--seed", "0",
+                                      "--lengths", "3,7", "--no-wandb", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "eval.json").read_text())
+    assert set(record["accuracy"]) == set(record["final_accuracy"]) == {"3", "7"}
+    assert all(record["final_accuracy"][n] >= record["accuracy"][n] for n in ("3", "7"))
+    assert record["lines"] and all(" block " in line for line in record["lines"])
+    cfg, model = load_model(load_checkpoint(str(out)))
+    assert isinstance(model.scaffold, BlockCalibrated)
+    (frame,) = pipeline.test_frames(pipeline.experiment_of(str(out)), cfg, [3])
+    example, hits = extrapolation_hits(model, "multiadd", 3, frame, record["test_seed"])
+    decoded = model.greedy(example.src, example.tgt_out.shape[1])
+    start = int((example.tgt_out[0] == PLUS).nonzero().max()) + 1
+    final = (decoded[:, start:] == example.tgt_out[:, start:]).all(dim=1)
+    assert torch.equal(hits, (decoded == example.tgt_out).all(dim=1))
+    assert final.float().mean().item() == pytest.approx(record["final_accuracy"]["3"])

@@ -310,10 +310,15 @@ class BlockLines(nn.Module):
         index, inside = line_index(rows, keys, self.d_first, d_count, self.l_first, width - 1)
         flat = rearrange(self.values.to(device), "h d l -> h (d l)")
         bias = flat[:, rearrange(index, "q k -> (q k)")].view(heads, n_q, n_k).masked_fill(~inside, NEG_INF)
-        bias[~torch.isfinite(self.values).flatten(1).any(dim=1).to(device)] = 0.0  # a head with no line: transparent
+        bias[self.transparent.to(device)] = 0.0  # a head with no line: transparent
         empty = ~torch.isfinite(bias).any(dim=-1)  # no-NaN rule: open column 0
         bias[..., 0] = bias[..., 0].masked_fill(empty, 0.0)
         return bias
+
+    @property
+    def transparent(self) -> torch.Tensor:
+        """``[heads]``: heads where no line survived the dropoff (they get an all-zero bias)."""
+        return ~torch.isfinite(self.values).flatten(1).any(dim=1)
 
     def union(self, other: "BlockLines") -> "BlockLines":
         """Both tables' lines (the same calibration frame, so the same index ranges)."""
