@@ -293,7 +293,7 @@ def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model,
     state = (run_dir, history[-1]["step"] if history else None, test_seed, "follows" if follows else "fixed")
     previous = read_eval_of(*state)
     done = {} if redo else previous.get("accuracy", {})
-    accuracy, seconds, final = {}, {}, {}
+    accuracy, seconds, final, operands = {}, {}, {}, {}
     for length, frame in zip(lengths, test_frames(experiment, cfg, lengths, test_frame)):
         if str(length) in done:
             continue
@@ -304,6 +304,7 @@ def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model,
         accuracy[length] = hits.float().mean().item()
         if cfg.task in BLOCK_TASKS:  # the scratchpad's answer alone, beside the whole output
             final[str(length)] = final_accuracy(model, example, hits, batch)
+            operands[str(length)] = len(segments_of(digit_mask(example.src[0]))) // 2
         seconds[str(length)] = round(time.perf_counter() - began, 2)
         hooks.evaluated(length, accuracy[length], seconds[str(length)])
     extra["test_frame"] = "follows" if follows else "fixed"
@@ -311,6 +312,7 @@ def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model,
         extra["lines"] = open_lines(model.scaffold)
     if final:
         extra["final_accuracy"] = {**previous.get("final_accuracy", {}), **final}
+        extra["operands"] = {**previous.get("operands", {}), **operands}
     if seconds:
         extra["test_seconds"] = {**previous.get("test_seconds", {}), **seconds}
     if started is not None:

@@ -127,6 +127,7 @@ def test_an_abc_cell_on_multiadd_trains_calibrates_block_lines_and_scores_the_fi
     assert result.exit_code == 0, result.output
     record = json.loads((out / "eval.json").read_text())
     assert set(record["accuracy"]) == set(record["final_accuracy"]) == {"3", "7"}
+    assert record["operands"] == {"3": 3, "7": 5}
     assert all(record["final_accuracy"][n] >= record["accuracy"][n] for n in ("3", "7"))
     assert record["lines"] and all(" block " in line for line in record["lines"])
     cfg, model = load_model(load_checkpoint(str(out)))

@@ -386,6 +386,10 @@ def page(records: list[dict], figure_names: list[str] = (), invocations: list[di
              f"## Main table (the paper's results-table)\n\n{headline(kept)}",
              f"## ABS table (the paper's tab.abs)\n\n{markdown(cells, lengths, ABS_ROWS)}",
              f"## Training cost\n\n{costs(kept)}"]
+    if not any(r["task"] in TASK_ORDER for r in kept):  # only tasks beyond the paper's
+        parts[2:4] = [f"## Beyond the paper's tasks\n\n{beyond_paper(kept)}"]
+    elif any(r["task"] not in TASK_ORDER for r in kept):
+        parts.insert(4, f"## Beyond the paper's tasks\n\n{beyond_paper(kept)}")
     if any(n >= LONG_LENGTH for n in lengths):
         parts[2:4] = [f"## Every length\n\n{markdown(cells, lengths, paper=False)}",
                       f"## Beside published length generalization\n\n{beside_published(cells, kept)}"]
@@ -403,6 +407,18 @@ def page(records: list[dict], figure_names: list[str] = (), invocations: list[di
     if invocations:
         parts.append(f"## Wall time\n\n{wall_time(invocations)}")
     return "\n".join(parts)
+
+
+def beyond_paper(records: list[dict]) -> str:
+    """Tasks the paper has not (multiadd): exact match of the whole output (scratchpad and
+    answer) and of the final number alone, and the operands each length's test adds."""
+    beyond = [r for r in records if r["task"] not in TASK_ORDER]
+    operands = {(r["task"], int(n)): k for r in beyond for n, k in r.get("operands", {}).items()}
+    counts = "; ".join(f"{task} at {n} digits: {k} operands" for (task, n), k in sorted(operands.items()))
+    final = [{**r, "accuracy": r.get("final_accuracy", {})} for r in beyond]
+    return (f"Whole output:\n\n{markdown(summarize(beyond), paper=False)}\n"
+            f"Final number alone (greedy decoding, its own scratchpad fed back):\n\n{markdown(summarize(final), paper=False)}"
+            + (f"\nOperands per test: {counts}.\n" if counts else ""))
 
 
 def headline(records: list[dict]) -> str:
