@@ -245,13 +245,10 @@ def waiting_line(text: str) -> None:
 
 
 def print_calibration(result: dict, seconds: float) -> None:
-    import torch
-
     from abcmini.nn.biases import scaffold_from_state
 
     for kind, table in scaffold_from_state(result["bias"]).tables():
-        open_lines = torch.isfinite(table.values).sum(dim=(0, 2)).tolist()
-        console.print(f"{kind:>5}-attention: open lines per head {open_lines}; empty heads "
+        console.print(f"{kind:>5}-attention: open lines per head {table.open_per_head()}; empty heads "
                       f"{table.transparent.nonzero().flatten().tolist() or 'none'}", highlight=False)
     console.print(f"calibrated {result['source']} on {result['calibration']['samples']} training inputs in {seconds:.1f}s", soft_wrap=True, highlight=False)
 

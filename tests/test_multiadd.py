@@ -2,6 +2,7 @@
 lines counted in blocks (materialized at any width and block count, recovered by calibration)."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -132,6 +133,8 @@ def test_an_abc_cell_on_multiadd_trains_calibrates_block_lines_and_scores_the_fi
     assert record["lines"] and all(" block " in line for line in record["lines"])
     cfg, model = load_model(load_checkpoint(str(out)))
     assert isinstance(model.scaffold, BlockCalibrated)
+    per_head = re.search(r"cross-attention: open lines per head \[([\d, ]*)\]", result.output).group(1)
+    assert len(per_head.split(",")) == model.cfg.heads
     (frame,) = pipeline.test_frames(pipeline.experiment_of(str(out)), cfg, [3])
     example, hits = extrapolation_hits(model, "multiadd", 3, frame, record["test_seed"])
     decoded = model.greedy(example.src, example.tgt_out.shape[1])

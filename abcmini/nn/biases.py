@@ -168,6 +168,9 @@ class LineBias(nn.Module):
         """``[heads]``: heads where no line survived the dropoff (they get an all-zero bias)."""
         return ~torch.isfinite(self.values).any(dim=-1).any(dim=0)
 
+    def open_per_head(self) -> list[int]:
+        return torch.isfinite(self.values).sum(dim=(0, 2)).tolist()
+
     def forward(self, n_q: int, n_k: int, device=None, layout: Layout | None = None) -> torch.Tensor:
         """Materialize the ``[h q k]`` bias for an ``n_q × n_k`` attention matrix (anchored lines:
         over keys of that ``layout``)."""
@@ -319,6 +322,9 @@ class BlockLines(nn.Module):
     def transparent(self) -> torch.Tensor:
         """``[heads]``: heads where no line survived the dropoff (they get an all-zero bias)."""
         return ~torch.isfinite(self.values).flatten(1).any(dim=1)
+
+    def open_per_head(self) -> list[int]:
+        return torch.isfinite(self.values).flatten(1).sum(dim=1).tolist()
 
     def union(self, other: "BlockLines") -> "BlockLines":
         """Both tables' lines (the same calibration frame, so the same index ranges)."""
