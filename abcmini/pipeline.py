@@ -218,7 +218,7 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
     if cfg.task in BLOCK_TASKS:  # a block output: every row is trusted, lines counted in blocks
         self_avg, cross_avg = average_attention(model, example, example.tgt_out.shape[1], layers=layers)
         scaffold = block_procedure(self_avg, cross_avg, len(layout) // 2, settings.kappa_self, settings.kappa_cross,
-                                   settings.min_support)
+                                   settings.min_support, rules)
     else:
         self_avg, cross_avg = average_attention(model, example, cfg.train_digits + 1, layers=layers)
         out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]

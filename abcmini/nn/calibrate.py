@@ -204,11 +204,14 @@ def procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, layout: Layout, s
     return functools.reduce(Calibrated.union, biases)
 
 
-def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: bool, min_support: float = 0.0) -> BlockLines:
+def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: bool, min_support: float = 0.0,
+                     kappa_markers: float | None = None) -> BlockLines:
     """Algorithm 1's steps 2.1–2.2 over block lines on ``Ā [h m n]`` (a whole block output):
-    ``d_l`` the mean attention on each line's cells, kept where ``d_l > μ + κσ`` per head with
-    value ``d_l − d_max`` (``calibrate.dropoff``); ``min_support``: a line must cross that
-    fraction of the ``m`` rows (rule ``support``), as a causal row never sees later blocks."""
+    ``d_l`` the mean attention on each line's cells, kept where ``d_l > μ + κσ`` per head and
+    direction (the digit lines; the markers' lines) with value ``d_l − d_max``
+    (``calibrate.dropoff``); ``min_support``: a line must cross that
+    fraction of the ``m`` rows (rule ``support``), as a causal row never sees later blocks;
+    ``kappa_markers``: the markers' own κ (rule ``vertical_kappa0``: 0)."""
     heads, m, n = attention.shape
     rows = output_coordinates(m, blocks, keys=False, device=attention.device)
     keys = input_coordinates(n, blocks, attention.device) if cross else output_coordinates(n, blocks, keys=True, device=attention.device)
@@ -223,16 +226,25 @@ def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: 
     size = d_count * (l_count + 1)
     sums = attention.new_zeros(heads, size).index_add_(1, flat, rearrange(attention, "h q k -> h (q k)")[:, counted])
     cells = torch.bincount(flat, minlength=size)
-    kept = dropoff(sums / cells.clamp(min=1), kappa, cells >= max(1, min_support * m))
-    return BlockLines(rearrange(kept, "h (d l) -> h d l", d=d_count), d_first, l_first, cross)
+    d_l = rearrange(sums / cells.clamp(min=1), "h (d l) -> h d l", d=d_count)
+    supported = rearrange(cells >= max(1, min_support * m), "(d l) -> d l", d=d_count)
+    # two directions, each with its own dropoff statistics as in Algorithm 1: digit lines, and
+    # the markers' lines (verticals: a marker sits at the same place of its block at every width)
+    digits = dropoff(rearrange(d_l[..., :-1], "h d l -> h (d l)"), kappa, rearrange(supported[:, :-1], "d l -> (d l)"))
+    markers = dropoff(d_l[..., -1], kappa if kappa_markers is None else kappa_markers, supported[:, -1])
+    kept = torch.cat([rearrange(digits, "h (d l) -> h d l", d=d_count), rearrange(markers, "h d -> h d 1")], dim=-1)
+    return BlockLines(kept, d_first, l_first, cross)
 
 
 def block_procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, blocks: int, kappa_self: float, kappa_cross: float,
-                    min_support: float) -> BlockCalibrated:
+                    min_support: float, rules=tuple(RULES)) -> BlockCalibrated:
     """ABC on ``Ā`` of every decoder layer (``[layers h q k]``) of a block output: block lines
-    per layer, self- and cross-attention apart, united into one bias for every layer."""
-    tables = [BlockCalibrated(calibrate_blocks(s, blocks, kappa_self, False, min_support),
-                              calibrate_blocks(c, blocks, kappa_cross, True, min_support)) for s, c in zip(self_avg, cross_avg)]
+    per layer, self- and cross-attention apart, united into one bias for every layer; of the
+    ``rules``, those that concern block lines: ``support`` and ``vertical_kappa0``."""
+    support = min_support if "support" in rules else 0.0
+    markers = 0.0 if "vertical_kappa0" in rules else None
+    tables = [BlockCalibrated(calibrate_blocks(s, blocks, kappa_self, False, support, markers),
+                              calibrate_blocks(c, blocks, kappa_cross, True, support, markers)) for s, c in zip(self_avg, cross_avg)]
     united = tables[0]
     for table in tables[1:]:
         united = united.union(table)
