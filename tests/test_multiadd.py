@@ -142,3 +142,17 @@ def test_an_abc_cell_on_multiadd_trains_calibrates_block_lines_and_scores_the_fi
     final = (decoded[:, start:] == example.tgt_out[:, start:]).all(dim=1)
     assert torch.equal(hits, (decoded == example.tgt_out).all(dim=1))
     assert final.float().mean().item() == pytest.approx(record["final_accuracy"]["3"])
+
+
+def test_a_blocks_marker_does_not_raise_the_digit_lines_dropoff():
+    """Digit lines and markers' lines are two directions with their own statistics (Algorithm 1's
+    dropoff is per direction): a head that parks on the previous separator keeps its previous-digit line."""
+    width, blocks = 9, 5
+    n = blocks * (width + 1)
+    lines = torch.full((1, 3, 12), NEG_INF)  # d from −2, ℓ from −5, marker last
+    lines[0, 2, 4], lines[0, 1, 11] = torch.tensor(0.3).log(), torch.tensor(0.6).log()  # (0, −1) and (−1, marker)
+    parked = torch.softmax(BlockLines(lines, -2, -5, cross=False)(n, n, blocks)[0].masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), NEG_INF), -1)
+    uniform = torch.softmax(torch.zeros(n, n).masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), NEG_INF), -1)
+    table = calibrate_blocks((0.9 * parked + 0.1 * uniform)[None], blocks, kappa=2.5, cross=False, min_support=0.5, kappa_markers=0.0)
+    kept = {(label, line) for label, _, found in table.lines() for line, _ in found}
+    assert ("block +0", -1) in kept and ("block -1", "marker") in kept
