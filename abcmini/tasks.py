@@ -245,11 +245,12 @@ class Pool:
 
 def sample_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.Generator):
     """Draw ``n`` examples from a split; binary tasks draw each operand independently, multiadd
-    ``OPERANDS`` of them, of which the last ``OPERANDS − k`` are 0 for ``k`` uniform in 2 … ``OPERANDS``."""
-    a = numbers[torch.randint(len(numbers), (n * (OPERANDS if task == "multiadd" else 1),), generator=generator)]
+    ``operand_draw`` of them (one count for the whole draw: a batch shares one layout)."""
+    count = operand_draw(generator) if task == "multiadd" else 1
+    a = numbers[torch.randint(len(numbers), (n * count,), generator=generator)]
     a = int_to_digits(a, POOL_DIGITS)
     if task == "multiadd":
-        return _some_zero(rearrange(a, "(n k) w -> n k w", k=OPERANDS), generator), None
+        return rearrange(a, "(n k) w -> n k w", k=count), None
     if task == "addition":
         b = int_to_digits(numbers[torch.randint(len(numbers), (n,), generator=generator)], POOL_DIGITS)
     elif task == "nx1":
@@ -259,11 +260,10 @@ def sample_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.G
     return a, b
 
 
-def _some_zero(a: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """``[n k w]`` operands with all after the first ``k`` set to 0, ``k`` uniform in 2 … ``k``:
-    the operand count varies inside a fixed frame, as a number's length does (leading zeros)."""
-    count = torch.randint(2, a.shape[1] + 1, (a.shape[0], 1, 1), generator=generator)
-    return a * (torch.arange(a.shape[1]).view(1, -1, 1) < count)
+def operand_draw(generator: torch.Generator) -> int:
+    """A training draw's operand count, uniform in 2 … ``OPERANDS``: it varies between batches,
+    so that no block can tell it is the last by counting the blocks before it."""
+    return int(torch.randint(2, OPERANDS + 1, (1,), generator=generator))
 
 
 def random_numbers(n: int, digits: int, generator: torch.Generator, length: int | None = None) -> torch.Tensor:
@@ -290,8 +290,8 @@ def training_operands(task: str, numbers: torch.Tensor, n: int, generator: torch
     if digits == POOL_DIGITS:
         return sample_operands(task, numbers, n, generator)
     if task == "multiadd":
-        a = random_numbers(n * OPERANDS, digits, generator, length)
-        return _some_zero(rearrange(a, "(n k) w -> n k w", k=OPERANDS), generator), None
+        count = operand_draw(generator)
+        return rearrange(random_numbers(n * count, digits, generator, length), "(n k) w -> n k w", k=count), None
     a = random_numbers(n, digits, generator, length)
     if task == "addition" and unequal and length:
         b = pad_digits(random_numbers(n, length, generator), digits)

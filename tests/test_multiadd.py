@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from abcmini.evaluate import extrapolation_hits
 from abcmini.nn.biases import NEG_INF, BlockCalibrated, BlockLines, input_coordinates, output_coordinates
-from abcmini.nn.calibrate import calibrate_blocks
+from abcmini.nn.calibrate import block_band, calibrate_blocks
 from abcmini import pipeline
 from abcmini.store import load_checkpoint
 from abcmini.tasks import (OPERANDS, PLUS, SUM_EXTRA, Pool, detokenize, extrapolation_operands, format_task, operand_count,
@@ -41,16 +41,18 @@ def test_the_worked_example_and_random_sums_are_running_sums():
         assert len(detokenize(ex.tgt_out[row]).split("+")[0]) == 11 + SUM_EXTRA
 
 
-def test_training_examples_add_two_to_five_pool_numbers_in_a_frame_of_five():
+def test_training_batches_add_two_to_five_pool_numbers_the_count_varying_between_batches():
     pool = Pool.make(0)
-    a, b = training_operands("multiadd", pool.train, 2000, torch.Generator().manual_seed(1))
-    assert b is None and a.shape == (2000, OPERANDS, 7)
-    real = (a.sum(dim=2) > 0).sum(dim=1)
-    assert set(real.tolist()) <= set(range(2, OPERANDS + 1)) and len(set(real.tolist())) >= OPERANDS - 2
-    zero_then_real = (a[:, :-1].sum(dim=2) == 0) & (a[:, 1:].sum(dim=2) > 0)
-    assert not zero_then_real.any()  # the zero operands are the last ones
+    generator, counts = torch.Generator().manual_seed(1), set()
     train = set(pool.train.tolist())
-    assert {value(x) for x in a[:, 0]} <= train
+    for _ in range(40):
+        a, b = training_operands("multiadd", pool.train, 16, generator)
+        assert b is None and a.shape[0] == 16 and a.shape[2] == 7
+        counts.add(a.shape[1])
+        assert {value(x) for x in a.flatten(0, 1)} <= train
+    assert counts == set(range(2, OPERANDS + 1))
+    a, _ = training_operands("multiadd", pool.train, 16, generator, digits=12)
+    assert a.shape[2] == 12 and 2 <= a.shape[1] <= OPERANDS
 
 
 def test_test_operands_grow_with_the_length_at_the_training_ratio():
@@ -156,3 +158,11 @@ def test_a_blocks_marker_does_not_raise_the_digit_lines_dropoff():
     table = calibrate_blocks((0.9 * parked + 0.1 * uniform)[None], blocks, kappa=2.5, cross=False, min_support=0.5, kappa_markers=0.0)
     kept = {(label, line) for label, _, found in table.lines() for line, _ in found}
     assert ("block +0", -1) in kept and ("block -1", "marker") in kept
+
+
+def test_rule_band_cuts_block_lines_apart_from_the_run_through_the_first_digit_read():
+    X = NEG_INF
+    kept = torch.tensor([[[X, 1.0, X, 1.0, 1.0, X, 1.0], [1.0, 1.0, 1.0, X, X, X, X], [1.0, X, X, X, X, X, 1.0]]])
+    banded = block_band(kept, torch.tensor([4, 1, 3]))
+    assert torch.isfinite(banded).tolist() == [[[False, False, False, True, True, False, False],
+                                               [True, True, True, False, False, False, False], [False] * 7]]

@@ -204,14 +204,26 @@ def procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, layout: Layout, s
     return functools.reduce(Calibrated.union, biases)
 
 
+def block_band(kept: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:
+    """``kept [h d ℓ]`` cut, per head and block offset, to the run of kept lines through column
+    ``anchors[d]`` (the digit a row reads first): a lone lag line, apart from that run, is cut."""
+    closed = torch.nn.functional.pad((~torch.isfinite(kept)).long().cumsum(-1), (1, 0))  # closed lines in columns < c
+    column = torch.arange(kept.shape[-1], device=kept.device)
+    anchor = rearrange(anchors, "d -> d 1")
+    low, high = torch.minimum(column, anchor), torch.maximum(column, anchor)
+    between = closed[..., 1:].gather(-1, high.expand_as(kept)) - closed[..., :-1].gather(-1, low.expand_as(kept))
+    return kept.masked_fill(between > 0, NEG_INF)
+
+
 def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: bool, min_support: float = 0.0,
-                     kappa_markers: float | None = None) -> BlockLines:
+                     kappa_markers: float | None = None, band: bool = False) -> BlockLines:
     """Algorithm 1's steps 2.1–2.2 over block lines on ``Ā [h m n]`` (a whole block output):
     ``d_l`` the mean attention on each line's cells, kept where ``d_l > μ + κσ`` per head and
     direction (the digit lines; the markers' lines) with value ``d_l − d_max``
     (``calibrate.dropoff``); ``min_support``: a line must cross that
     fraction of the ``m`` rows (rule ``support``), as a causal row never sees later blocks;
-    ``kappa_markers``: the markers' own κ (rule ``vertical_kappa0``: 0)."""
+    ``kappa_markers``: the markers' own κ (rule ``vertical_kappa0``: 0); ``band``: each block
+    offset's digit lines cut to the run through the digit a row reads first (rule ``band``)."""
     heads, m, n = attention.shape
     rows = output_coordinates(m, blocks, keys=False, device=attention.device)
     keys = input_coordinates(n, blocks, attention.device) if cross else output_coordinates(n, blocks, keys=True, device=attention.device)
@@ -232,7 +244,11 @@ def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: 
     # the markers' lines (verticals: a marker sits at the same place of its block at every width)
     digits = dropoff(rearrange(d_l[..., :-1], "h d l -> h (d l)"), kappa, rearrange(supported[:, :-1], "d l -> (d l)"))
     markers = dropoff(d_l[..., -1], kappa if kappa_markers is None else kappa_markers, supported[:, -1])
-    kept = torch.cat([rearrange(digits, "h (d l) -> h d l", d=d_count), rearrange(markers, "h d -> h d 1")], dim=-1)
+    digits = rearrange(digits, "h (d l) -> h d l", d=d_count)
+    if band:  # a row reads first the same digit (its own block: the digit before it, the row's own token)
+        anchors = -l_first - (torch.arange(d_count, device=attention.device) + d_first == 0).long() * (not cross)
+        digits = block_band(digits, anchors)
+    kept = torch.cat([digits, rearrange(markers, "h d -> h d 1")], dim=-1)
     return BlockLines(kept, d_first, l_first, cross)
 
 
@@ -240,11 +256,11 @@ def block_procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, blocks: int
                     min_support: float, rules=tuple(RULES)) -> BlockCalibrated:
     """ABC on ``Ā`` of every decoder layer (``[layers h q k]``) of a block output: block lines
     per layer, self- and cross-attention apart, united into one bias for every layer; of the
-    ``rules``, those that concern block lines: ``support`` and ``vertical_kappa0``."""
+    ``rules``, those that concern block lines: ``support``, ``vertical_kappa0`` and ``band``."""
     support = min_support if "support" in rules else 0.0
-    markers = 0.0 if "vertical_kappa0" in rules else None
-    tables = [BlockCalibrated(calibrate_blocks(s, blocks, kappa_self, False, support, markers),
-                              calibrate_blocks(c, blocks, kappa_cross, True, support, markers)) for s, c in zip(self_avg, cross_avg)]
+    rule = {"kappa_markers": 0.0 if "vertical_kappa0" in rules else None, "band": "band" in rules}
+    tables = [BlockCalibrated(calibrate_blocks(s, blocks, kappa_self, False, support, **rule),
+                              calibrate_blocks(c, blocks, kappa_cross, True, support, **rule)) for s, c in zip(self_avg, cross_avg)]
     united = tables[0]
     for table in tables[1:]:
         united = united.union(table)
