@@ -22,7 +22,7 @@ from abcmini.outputs.figures import attention_figures, bias_figures, calibration
 from abcmini.limits import batch_for, check_evaluation, check_writable
 from abcmini.config import Calibration, check_test_frame
 from abcmini.store import CHECKPOINT, checkpoint_identity, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
-from abcmini.tasks import (BLOCK_TASKS, POOL_DIGITS, Example, Pool, detokenize, digit_mask, extrapolation_operands, extrapolation_set_size, format_task,
+from abcmini.tasks import (BLOCK_TASKS, OPERANDS, POOL_DIGITS, Example, Pool, detokenize, digit_mask, extrapolation_operands, extrapolation_set_size, format_task,
                            padding_cells, training_operands)
 from abcmini.outputs.track import ID_FILE, Tracker, artifact_name, run_config, under_agent
 from abcmini.train import Trainer, load_model
@@ -212,7 +212,7 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
     rules = settings.rule_names()
     layers = calibrated_layers(model.cfg.dec_layers, rules)
     a, b = training_operands(cfg.task, Pool.make(cfg.data_seed).train, settings.samples, torch.Generator().manual_seed(settings.seed),
-                             cfg.train_digits)
+                             cfg.train_digits, count=OPERANDS)  # multiadd: the most blocks, the most rows for each block line
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
     layout = segments_of(digit_mask(example.src[0]))
     if cfg.task in BLOCK_TASKS:  # a block output: every row is trusted, lines counted in blocks

@@ -243,10 +243,10 @@ class Pool:
         return cls(perm[:cut], perm[cut:])
 
 
-def sample_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.Generator):
+def sample_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.Generator, count: int | None = None):
     """Draw ``n`` examples from a split; binary tasks draw each operand independently, multiadd
-    ``operand_draw`` of them (one count for the whole draw: a batch shares one layout)."""
-    count = operand_draw(generator) if task == "multiadd" else 1
+    ``count`` of them (default ``operand_draw``: one count for the whole draw, as a batch shares one layout)."""
+    count = (count or operand_draw(generator)) if task == "multiadd" else 1
     a = numbers[torch.randint(len(numbers), (n * count,), generator=generator)]
     a = int_to_digits(a, POOL_DIGITS)
     if task == "multiadd":
@@ -281,16 +281,17 @@ def random_numbers(n: int, digits: int, generator: torch.Generator, length: int 
 
 
 def training_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.Generator, digits: int = POOL_DIGITS,
-                      length: int | None = None, unequal: bool = False):
+                      length: int | None = None, unequal: bool = False, count: int | None = None):
     """Operands of the training distribution: drawn from the pool split ``numbers`` (the paper's
     protocol, ``digits`` 7), else random numbers of up to ``digits`` digits (``length``: exactly
     that many), each operand independently. ``unequal`` (Addition with a ``length``): one operand,
     either, has ``length`` digits and the other a length uniform in 1 … ``length``, zero-padded
-    as Position Coupling's and Abacus's training pads the shorter operand."""
+    as Position Coupling's and Abacus's training pads the shorter operand. ``count``: multiadd's
+    operands (default ``operand_draw``)."""
     if digits == POOL_DIGITS:
-        return sample_operands(task, numbers, n, generator)
+        return sample_operands(task, numbers, n, generator, count)
     if task == "multiadd":
-        count = operand_draw(generator)
+        count = count or operand_draw(generator)
         return rearrange(random_numbers(n * count, digits, generator, length), "(n k) w -> n k w", k=count), None
     a = random_numbers(n, digits, generator, length)
     if task == "addition" and unequal and length:
