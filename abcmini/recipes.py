@@ -51,7 +51,11 @@ DECODER = LONG.derive(
     name=("decoder", "the long protocol in a decoder-only model: prompt and answer in one causal sequence"),
     arch=("decoder", "GPT-style, as most models researchers use; ABC calibrates its answer rows"),
 )
-RECIPES = {recipe.name: recipe for recipe in (PAPER, PAPER64, QUICK, LONG, DECODER)}
+MULTIADD = LONG.derive(
+    name=("multiadd", "the long protocol for tasks beyond the paper's (docs/multi-operand.md): more steps for the source"),
+    steps=(16000, "a multiadd source leaves its loss plateau after about 3,000 steps and interpolates near 4,250: 4,000 would cut it"),
+)
+RECIPES = {recipe.name: recipe for recipe in (PAPER, PAPER64, QUICK, LONG, DECODER, MULTIADD)}
 
 
 def _tuples(value):
