@@ -32,7 +32,7 @@ from abcmini.recipes import RECIPES
 
 console = Console()
 errors = Console(stderr=True)
-RECIPE_HELP = " | ".join(RECIPES) + " | a recipe YAML file (abcmini recipe NAME shows one)."
+RECIPE_HELP = " | ".join(RECIPES) + " | a YAML file (abcmini recipe)."
 WANDB = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key).")
 WANDB_PROJECT = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini].")
 DEVICE = typer.Option("auto", help="auto | cpu | cuda")
