@@ -167,3 +167,15 @@ def test_rule_band_cuts_block_lines_apart_from_the_run_through_the_first_digit_r
     banded = block_band(kept, torch.tensor([4, 1, 3]))
     assert torch.isfinite(banded).tolist() == [[[False, False, False, True, True, False, False],
                                                [True, True, True, False, False, False, False], [False] * 7]]
+
+
+def test_block_lines_reach_the_neighbouring_blocks_only():
+    """A line two blocks away would let the model count blocks from the start (BLOCK_REACH)."""
+    width, blocks = 9, 5
+    n = blocks * (width + 1)
+    lines = torch.full((1, 5, 12), NEG_INF)  # d from −4, ℓ from −5, marker last
+    lines[0, 2, 11] = lines[0, 3, 11] = 0.0  # (−2, marker) and (−1, marker)
+    causal = ~torch.ones(n, n, dtype=torch.bool).tril()
+    attention = torch.softmax(BlockLines(lines, -4, -5, cross=False)(n, n, blocks)[0].masked_fill(causal, NEG_INF), -1)
+    table = calibrate_blocks(attention[None], blocks, kappa=2.5, cross=False, kappa_markers=0.0)
+    assert {label for label, _, _ in table.lines()} == {"block -1"}

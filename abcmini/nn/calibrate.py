@@ -204,6 +204,9 @@ def procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, layout: Layout, s
     return functools.reduce(Calibrated.union, biases)
 
 
+BLOCK_REACH = 1  # block lines reach the neighbouring blocks only (calibrate_blocks)
+
+
 def block_band(kept: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:
     """``kept [h d ℓ]`` cut, per head and block offset, to the run of kept lines through column
     ``anchors[d]`` (the digit a row reads first): a lone lag line, apart from that run, is cut."""
@@ -222,6 +225,10 @@ def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: 
     direction (the digit lines; the markers' lines) with value ``d_l − d_max``
     (``calibrate.dropoff``); ``min_support``: a line must cross that
     fraction of the ``m`` rows (rule ``support``), as a causal row never sees later blocks;
+    A running sum needs its own block and its neighbours (the previous sum, the next operand's
+    presence), and lines never reach further (``BLOCK_REACH``): a line to a block two away lets a
+    model count blocks from the start, and a training example's last block, with at most five
+    operands, is often the fifth, so a counting model ends every output there.
     ``kappa_markers``: the markers' own κ (rule ``vertical_kappa0``: 0); ``band``: each block
     offset's digit lines cut to the run through the digit a row reads first (rule ``band``)."""
     heads, m, n = attention.shape
@@ -249,7 +256,8 @@ def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: 
         anchors = -l_first - (torch.arange(d_count, device=attention.device) + d_first == 0).long() * (not cross)
         digits = block_band(digits, anchors)
     kept = torch.cat([digits, rearrange(markers, "h d -> h d 1")], dim=-1)
-    return BlockLines(kept, d_first, l_first, cross)
+    far = (torch.arange(d_count, device=attention.device) + d_first).abs() > BLOCK_REACH
+    return BlockLines(kept.masked_fill(rearrange(far, "d -> 1 d 1"), NEG_INF), d_first, l_first, cross)
 
 
 def block_procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, blocks: int, kappa_self: float, kappa_cross: float,
