@@ -21,8 +21,8 @@ Sequence layout (paper §3.3, DESIGN.md §2), for pad width ``P``:
 - Multi-operand addition (``multiadd``) is a scratchpad of running sums, one *block* per operand:
   ``$a_1+a_2+…+a_k`` (each operand in ``P`` digits) → ``s_1+s_2+…+s_k`` with ``s_m = s_{m−1} + a_m``
   (``s_1 = a_1``), each ``s_m`` in ``P + 2`` digits, reversed. Every block is a two-operand
-  addition ABC already extrapolates; ``s_k`` is the answer. ``$0012+0340+0005`` →
-  ``210000+253000+803000``.
+  addition ABC already extrapolates; ``s_k`` is the answer. The input ends with ``&``: the last
+  block's next marker, distinct from every ``+``. ``$0012+0340+0005&`` → ``210000+253000+803000``.
 """
 
 from dataclasses import dataclass
@@ -61,7 +61,7 @@ def sequence_lengths(task: str, pad_width: int, aligned: bool = False, operands:
     if task == "successor":
         return pad_width + 1, pad_width + 2
     if task == "multiadd":
-        return operands * (pad_width + 1), operands * (pad_width + SUM_EXTRA + 1)
+        return operands * (pad_width + 1) + 1, operands * (pad_width + SUM_EXTRA + 1)
     if aligned:
         return 1 + 2 * pad_width, pad_width + 2
     return pad_width + 2 + (pad_width if task == "addition" else 1), pad_width + 2
@@ -188,7 +188,7 @@ def format_task(task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: i
 
 
 def _running_sums(a: torch.Tensor, pad_width: int) -> Example:
-    """Multiadd's scratchpad (module docstring): ``$a_1+…+a_k`` → ``s_1+…+s_k`` reversed."""
+    """Multiadd's scratchpad (module docstring): ``$a_1+…+a_k&`` → ``s_1+…+s_k`` reversed."""
     n, k, _ = a.shape
     a = rearrange(pad_digits(rearrange(a, "n k w -> (n k) w"), pad_width), "(n k) p -> n k p", k=k)
     marks = torch.full((n, k, 1), PLUS, dtype=torch.long, device=a.device)
@@ -199,7 +199,8 @@ def _running_sums(a: torch.Tensor, pad_width: int) -> Example:
         total = pad_digits(add_digits(total, pad_digits(a[:, m], width)), width)
         blocks.append(torch.cat([total.flip(1), separator], dim=1))
     tgt = rearrange(torch.stack(blocks, dim=1), "n k b -> n (k b)")[:, :-1]
-    return _with_sos_eos(rearrange(torch.cat([marks, a], dim=2), "n k p -> n (k p)"), tgt)
+    end = torch.full((n, 1), EOS, dtype=torch.long, device=a.device)
+    return _with_sos_eos(torch.cat([rearrange(torch.cat([marks, a], dim=2), "n k p -> n (k p)"), end], dim=1), tgt)
 
 
 def _with_boundary(digits: torch.Tensor) -> torch.Tensor:

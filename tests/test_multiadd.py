@@ -30,7 +30,7 @@ def blocks_of(example, row=0) -> list[int]:
 
 def test_the_worked_example_and_random_sums_are_running_sums():
     ex = format_task("multiadd", torch.tensor([[[1, 2], [3, 4], [0, 5]]]), None, 4)
-    assert detokenize(ex.src[0]) == "$0012+0034+0005"
+    assert detokenize(ex.src[0]) == "$0012+0034+0005&"
     assert detokenize(ex.tgt_out[0]) == "210000+640000+150000&" and detokenize(ex.tgt_in[0]) == "$210000+640000+150000"
     a = torch.randint(10, (50, 7, 9), generator=torch.Generator().manual_seed(0))
     ex = format_task("multiadd", a, None, 11)
@@ -68,9 +68,9 @@ def test_test_operands_grow_with_the_length_at_the_training_ratio():
 
 
 def test_block_coordinates_of_the_input_and_the_decoder():
-    block, significance, marker = input_coordinates(8, 2)  # $ 1 2 3 + 4 5 6
-    assert block.tolist() == [0, 0, 0, 0, 1, 1, 1, 1] and significance.tolist() == [3, 2, 1, 0] * 2
-    assert marker.tolist() == [True, False, False, False] * 2
+    block, significance, marker = input_coordinates(9, 2)  # $ 1 2 3 + 4 5 6 &
+    assert block.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2] and significance.tolist() == [3, 2, 1, 0] * 2 + [3]
+    assert marker.tolist() == [True, False, False, False] * 2 + [True]
     block, significance, marker = output_coordinates(6, 2, keys=False)  # rows emit d d + d d &
     assert block.tolist() == [0, 0, 0, 1, 1, 1] and significance.tolist() == [0, 1, 2] * 2
     block, significance, marker = output_coordinates(6, 2, keys=True)  # columns hold $ d d + d d
@@ -87,7 +87,7 @@ def one_line(d: int, ell, cross: bool) -> BlockLines:
 
 def test_a_block_line_stays_on_its_digit_at_any_width_and_block_count():
     for width, blocks in ((7, 5), (14, 10), (30, 3)):
-        n_src, n_q = blocks * (width + 1), blocks * (width + SUM_EXTRA + 1)
+        n_src, n_q = blocks * (width + 1) + 1, blocks * (width + SUM_EXTRA + 1)
         a = torch.randint(10, (1, blocks, width), generator=torch.Generator().manual_seed(width))
         ex = format_task("multiadd", a, None, width)
         assert ex.src.shape[1] == n_src and ex.tgt_in.shape[1] == n_q
@@ -104,11 +104,12 @@ def test_a_block_line_stays_on_its_digit_at_any_width_and_block_count():
         assert (previous[row] == 0).nonzero().flatten().tolist() == [(width + SUM_EXTRA + 1) + 3 + 1]
         marker = one_line(1, "marker", cross=True)(n_q, n_src, blocks)[0]
         assert (marker[0] == 0).nonzero().flatten().tolist() == [width + 1]  # the + before operand 1
+        assert (marker[-1] == 0).nonzero().flatten().tolist() == [n_src - 1]  # the last block's next: the end marker
 
 
 def test_calibration_recovers_the_lines_the_attention_follows_in_any_frame():
     for width, blocks in ((7, 5), (10, 4)):
-        n_src, n_q = blocks * (width + 1), blocks * (width + SUM_EXTRA + 1)
+        n_src, n_q = blocks * (width + 1) + 1, blocks * (width + SUM_EXTRA + 1)
         truth = one_line(0, 0, cross=True)(n_q, n_src, blocks)  # [1 q k]: rows on their digit, the rest on column 0
         attention = torch.softmax(torch.cat([truth, torch.zeros_like(truth)]), dim=-1)  # head 1 reads everything
         table = calibrate_blocks(attention, blocks, kappa=2.5, cross=True, min_support=0.5)

@@ -264,15 +264,17 @@ class PerLayer(nn.Module):
 # coordinates instead: the row's block b_q and significance s_q (the digit it emits, counted from
 # the least significant), the key's b_k and s_k; a *block line* is (d, ℓ) = (b_k − b_q, s_k − s_q),
 # and a block's marker (the input's $ or + before each number, the output's separator) the line
-# (d, marker). Layouts: the input is `blocks` parts [marker, digits …], most significant first;
-# the decoder's input is [SOS], then per block its digits least significant first and a
-# separator (SOS is the separator of block −1).
+# (d, marker). Layouts: the input is `blocks` parts [marker, digits …], most significant first,
+# and an end marker (the marker of block `blocks`, so that the last block's next marker differs
+# from every other); the decoder's input is [SOS], then per block its digits least significant
+# first and a separator (SOS is the separator of block −1).
 
 
 def input_coordinates(n: int, blocks: int, device=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(block, significance, marker)`` of each of the ``n`` input columns: part ``j // w`` of
-    width ``w = n / blocks``, its marker first (significance ``w − 1``), its last digit 0."""
-    j, width = torch.arange(n, device=device), n // blocks
+    width ``w = (n − 1) / blocks``, its marker first (significance ``w − 1``), its last digit 0;
+    the last column is the end marker, the marker of block ``blocks``."""
+    j, width = torch.arange(n, device=device), (n - 1) // blocks
     return j // width, width - 1 - j % width, j % width == 0
 
 
@@ -350,7 +352,7 @@ class BlockLines(nn.Module):
 
 class BlockCalibrated(nn.Module):
     """ABC's biases for a block output: decoder self- and cross-attention block-line tables; the
-    number of blocks is read from the input's layout (a marker and a number per block)."""
+    number of blocks is read from the input's layout (a marker and a number per block, and the end marker)."""
 
     def __init__(self, self_attention: BlockLines, cross_attention: BlockLines):
         super().__init__()
