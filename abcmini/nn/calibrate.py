@@ -222,21 +222,21 @@ def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: 
                      kappa_markers: float | None = None, band: bool = False) -> BlockLines:
     """Algorithm 1's steps 2.1–2.2 over block lines on ``Ā [h m n]`` (a whole block output):
     ``d_l`` the mean attention on each line's cells, kept where ``d_l > μ + κσ`` per head and
-    direction (the digit lines; the markers' lines) with value ``d_l − d_max``
-    (``calibrate.dropoff``); ``min_support``: a line must cross that
-    fraction of the ``m`` rows (rule ``support``), as a causal row never sees later blocks;
-    A running sum needs its own block and its neighbours (the previous sum, the next operand's
-    presence), and lines never reach further (``BLOCK_REACH``): a line to a block two away lets a
-    model count blocks from the start, and a training example's last block, with at most five
-    operands, is often the fifth, so a counting model ends every output there.
-    ``kappa_markers``: the markers' own κ (rule ``vertical_kappa0``: 0); ``band``: each block
-    offset's digit lines cut to the run through the digit a row reads first (rule ``band``)."""
+    direction (the digit lines; the markers' lines) with value ``d_l − d_max`` (``dropoff``).
+    Every line enters the statistics, but only those within ``BLOCK_REACH`` blocks are
+    extended: a running sum reads its own block and
+    its neighbours, and a line two blocks away lets a model count blocks from the start
+    (docs/multi-operand.md). ``min_support``: a line must cross that fraction of the ``m`` rows
+    (rule ``support``), as a causal row never sees later blocks; ``kappa_markers``: the markers'
+    own κ (rule ``vertical_kappa0``: 0); ``band``: each block offset's digit lines cut to the run
+    through the digit a row reads first (rule ``band``)."""
     heads, m, n = attention.shape
     rows = output_coordinates(m, blocks, keys=False, device=attention.device)
     keys = input_coordinates(n, blocks, attention.device) if cross else output_coordinates(n, blocks, keys=True, device=attention.device)
     d_all = rearrange(keys[0], "k -> 1 k") - rearrange(rows[0], "q -> q 1")
     l_all = rearrange(keys[1], "k -> 1 k") - rearrange(rows[1], "q -> q 1")
-    visible = torch.ones(m, n, dtype=torch.bool, device=attention.device) if cross else torch.ones(m, n, dtype=torch.bool).tril()
+    visible = torch.ones(m, n, dtype=torch.bool, device=attention.device)
+    visible = visible if cross else visible.tril()
     d_first, d_count = int(d_all[visible].min()), int(d_all[visible].max() - d_all[visible].min()) + 1
     l_first, l_count = int(l_all[visible].min()), int(l_all[visible].max() - l_all[visible].min()) + 1
     index, inside = line_index(rows, keys, d_first, d_count, l_first, l_count)
@@ -256,8 +256,8 @@ def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: 
         anchors = -l_first - (torch.arange(d_count, device=attention.device) + d_first == 0).long() * (not cross)
         digits = block_band(digits, anchors)
     kept = torch.cat([digits, rearrange(markers, "h d -> h d 1")], dim=-1)
-    far = (torch.arange(d_count, device=attention.device) + d_first).abs() > BLOCK_REACH
-    return BlockLines(kept.masked_fill(rearrange(far, "d -> 1 d 1"), NEG_INF), d_first, l_first, cross)
+    far = rearrange((torch.arange(d_count, device=attention.device) + d_first).abs() > BLOCK_REACH, "d -> 1 d 1")
+    return BlockLines(kept.masked_fill(far, NEG_INF), d_first, l_first, cross)
 
 
 def block_procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, blocks: int, kappa_self: float, kappa_cross: float,
@@ -269,7 +269,4 @@ def block_procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, blocks: int
     rule = {"kappa_markers": 0.0 if "vertical_kappa0" in rules else None, "band": "band" in rules}
     tables = [BlockCalibrated(calibrate_blocks(s, blocks, kappa_self, False, support, **rule),
                               calibrate_blocks(c, blocks, kappa_cross, True, support, **rule)) for s, c in zip(self_avg, cross_avg)]
-    united = tables[0]
-    for table in tables[1:]:
-        united = united.union(table)
-    return united
+    return functools.reduce(BlockCalibrated.union, tables)
