@@ -223,10 +223,9 @@ def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: 
     """Algorithm 1's steps 2.1–2.2 over block lines on ``Ā [h m n]`` (a whole block output):
     ``d_l`` the mean attention on each line's cells, kept where ``d_l > μ + κσ`` per head and
     direction (the digit lines; the markers' lines) with value ``d_l − d_max`` (``dropoff``).
-    Every line enters the statistics, but only those within ``BLOCK_REACH`` blocks are
-    extended: a running sum reads its own block and
-    its neighbours, and a line two blocks away lets a model count blocks from the start
-    (docs/multi-operand.md). ``min_support``: a line must cross that fraction of the ``m`` rows
+    Every line enters the statistics, but only those within ``BLOCK_REACH`` blocks are extended:
+    a running sum reads its own block and its neighbours, and a line two blocks away lets a model
+    count blocks from the start (docs/multi-operand.md). ``min_support``: a line must cross that fraction of the ``m`` rows
     (rule ``support``), as a causal row never sees later blocks; ``kappa_markers``: the markers'
     own κ (rule ``vertical_kappa0``: 0); ``band``: each block offset's digit lines cut to the run
     through the digit a row reads first (rule ``band``)."""
