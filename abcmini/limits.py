@@ -14,15 +14,16 @@ import torch
 
 from abcmini.errors import UserError
 from abcmini.experiment import RunConfig
-from abcmini.tasks import sequence_lengths
+from abcmini.tasks import OPERANDS, sequence_lengths
 
 GIB = 2**30
 
 
-def step_bytes(cfg: RunConfig, batch: int, grad: bool = True) -> int:
-    """Bytes one forward (and backward, with ``grad``) pass of ``batch`` sequences may need."""
+def step_bytes(cfg: RunConfig, batch: int, grad: bool = True, operands: int = OPERANDS) -> int:
+    """Bytes one forward (and backward, with ``grad``) pass of ``batch`` sequences may need
+    (multiadd: of ``operands`` operands, which a test's length sets)."""
     model = cfg.model_config()
-    src, tgt = sequence_lengths(cfg.task, cfg.train_pad_width, cfg.aligned)
+    src, tgt = sequence_lengths(cfg.task, cfg.train_pad_width, cfg.aligned, operands)
     cells = (model.dec_layers * (src + tgt) ** 2 if model.arch == "decoder"
              else model.enc_layers * src * src + model.dec_layers * (tgt * tgt + tgt * src))
     copies = 4 if grad else 2
@@ -56,18 +57,19 @@ def check_memory(cfg: RunConfig, device, samples: int = 0, what: str = "training
 EVAL_BUDGET = 2 * GIB  # what one evaluation batch may hold: long tests run in smaller batches
 
 
-def batch_for(cfg: RunConfig, pad_width: int, batch_size: int) -> int:
+def batch_for(cfg: RunConfig, pad_width: int, batch_size: int, operands: int = OPERANDS) -> int:
     """The evaluation batch at ``pad_width``: ``batch_size``, halved until a batch needs at most
     ``EVAL_BUDGET`` (at least 1): a 500-digit test runs in batches of tens, not thousands."""
     wide = replace(cfg, pad_width=max(pad_width, cfg.train_digits))  # a +varied run's frames below its longest: bounded by it
-    while batch_size > 1 and step_bytes(wide, batch_size, grad=False) > EVAL_BUDGET:
+    while batch_size > 1 and step_bytes(wide, batch_size, grad=False, operands=operands) > EVAL_BUDGET:
         batch_size //= 2
     return batch_size
 
 
-def check_evaluation(cfg: RunConfig, widest: int, device) -> None:
-    """Refuse an evaluation whose smallest batch cannot fit in memory at the widest test frame."""
-    needs = step_bytes(replace(cfg, pad_width=max(widest, cfg.train_digits)), 1, grad=False)
+def check_evaluation(cfg: RunConfig, widest: int, device, operands: int = OPERANDS) -> None:
+    """Refuse an evaluation whose smallest batch cannot fit in memory at the widest test frame
+    (multiadd: with the most ``operands``)."""
+    needs = step_bytes(replace(cfg, pad_width=max(widest, cfg.train_digits)), 1, grad=False, operands=operands)
     have = available_bytes(device)
     if needs > have:
         raise UserError(f"evaluating at pad width {widest} needs about {needs / GIB:,.1f} GiB of memory for one example; "

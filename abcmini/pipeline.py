@@ -22,7 +22,7 @@ from abcmini.outputs.figures import attention_figures, bias_figures, calibration
 from abcmini.limits import batch_for, check_evaluation, check_writable
 from abcmini.config import Calibration, check_test_frame
 from abcmini.store import CHECKPOINT, checkpoint_identity, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
-from abcmini.tasks import (BLOCK_TASKS, OPERANDS, POOL_DIGITS, Example, Pool, detokenize, digit_mask, extrapolation_operands, extrapolation_set_size, format_task,
+from abcmini.tasks import (BLOCK_TASKS, OPERANDS, POOL_DIGITS, Example, Pool, detokenize, digit_mask, extrapolation_operands, extrapolation_set_size, format_task, operand_count,
                            padding_cells, training_operands)
 from abcmini.outputs.track import ID_FILE, Tracker, artifact_name, run_config, under_agent
 from abcmini.train import Trainer, load_model
@@ -119,7 +119,7 @@ def picture_examples(experiment: Experiment | None, cfg: RunConfig, device, leng
                 (frame,) = test_frames(experiment, cfg, [length])
             except GeometryError:
                 (frame,) = test_frames(experiment, cfg, [length], "follows")
-            check_evaluation(cfg, frame, device)
+            check_evaluation(cfg, frame, device, operand_count(length))
         except UserError:
             continue
         a, b = extrapolation_operands(cfg.task, length, 0)
@@ -298,13 +298,13 @@ def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model,
         if str(length) in done:
             continue
         began = time.perf_counter()
-        batch = batch_for(cfg, frame, batch_size)
+        batch = batch_for(cfg, frame, batch_size, operand_count(length))
         with hooks.evaluating(length, batches=-(-extrapolation_set_size(length) // batch)) as advance:
             example, hits = extrapolation_hits(model, cfg.task, length, frame, test_seed, cfg.aligned, batch, advance)
         accuracy[length] = hits.float().mean().item()
         if cfg.task in BLOCK_TASKS:  # the scratchpad's answer alone, beside the whole output
             final[str(length)] = final_accuracy(model, example, hits, batch)
-            operands[str(length)] = len(segments_of(digit_mask(example.src[0]))) // 2
+            operands[str(length)] = operand_count(length)
         seconds[str(length)] = round(time.perf_counter() - began, 2)
         hooks.evaluated(length, accuracy[length], seconds[str(length)])
     extra["test_frame"] = "follows" if follows else "fixed"
@@ -389,7 +389,8 @@ def test_frames(experiment: Experiment | None, cfg: RunConfig, lengths, test_fra
 
 def check_cell_evaluation(experiment: Experiment, device) -> None:
     """Refuse, before training, a cell whose tests cannot fit in memory at its widest frame."""
-    check_evaluation(experiment.run, max(test_frames(experiment, experiment.run, experiment.lengths)), device)
+    check_evaluation(experiment.run, max(test_frames(experiment, experiment.run, experiment.lengths)), device,
+                     operand_count(max(experiment.lengths)))
 
 
 def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Hooks, tracking: Tracking,
@@ -406,7 +407,7 @@ def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Ho
     if not lengths:
         raise UserError(f"{run_dir!r} has no experiment record to take test lengths from; pass --lengths")
     frames = test_frames(experiment, cfg, lengths, test_frame)  # every length fits, the batches
-    check_evaluation(cfg, max(frames), device)  # fit in memory and the record can be written, before any work
+    check_evaluation(cfg, max(frames), device, operand_count(max(lengths)))  # fit in memory and the record can be written, before any work
     check_writable(run_dir, "RUN_DIR")
     read_eval(run_dir)  # a record of the wrong shape is refused before any work
     test_seed = test_seed if test_seed is not None else experiment.test_seed if experiment else 0

@@ -339,20 +339,20 @@ def exact_length_numbers(length: int, seed: int) -> torch.Tensor:
     return found[keep]
 
 
-def operand_count(length: int, digits: int = POOL_DIGITS) -> int:
+def operand_count(length: int) -> int:
     """Multiadd's operands at a test of ``length`` digits: the training ratio (``OPERANDS`` per
-    ``digits``) kept, so 2× the length is 2× the operands."""
-    return max(2, -(-OPERANDS * length // digits))
+    ``POOL_DIGITS``) kept, so 2× the length is 2× the operands."""
+    return max(2, -(-OPERANDS * length // POOL_DIGITS))
 
 
-def extrapolation_operands(task: str, length: int, seed: int, digits: int = POOL_DIGITS):
+def extrapolation_operands(task: str, length: int, seed: int):
     """Operands of the seeded test set at ``length``: every method sees the same set. Multiadd:
     ``operand_count`` operands, one of exactly ``length`` digits (in a random place), the others
     of lengths uniform in 1 … ``length``."""
     a = exact_length_numbers(length, seed)
     generator = torch.Generator().manual_seed(seed * 1_000_003 + length + 7)
     if task == "multiadd":
-        count = operand_count(length, digits)
+        count = operand_count(length)
         others = rearrange(random_numbers(len(a) * (count - 1), length, generator), "(n k) w -> n k w", k=count - 1)
         place = rearrange(torch.randint(count, (len(a),), generator=generator), "n -> n 1")
         slot = rearrange(torch.arange(count), "k -> 1 k")

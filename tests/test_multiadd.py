@@ -3,12 +3,15 @@ lines counted in blocks (materialized at any width and block count, recovered by
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 import torch
 from typer.testing import CliRunner
 
+from abcmini.config import RunConfig
 from abcmini.evaluate import extrapolation_hits
+from abcmini.limits import EVAL_BUDGET, batch_for, step_bytes
 from abcmini.nn.biases import NEG_INF, BlockCalibrated, BlockLines, input_coordinates, output_coordinates
 from abcmini.nn.calibrate import block_band, calibrate_blocks
 from abcmini import pipeline
@@ -180,3 +183,12 @@ def test_block_lines_reach_the_neighbouring_blocks_only():
     attention = torch.softmax(BlockLines(lines, -4, -5, cross=False)(n, n, blocks)[0].masked_fill(causal, NEG_INF), -1)
     table = calibrate_blocks(attention[None], blocks, kappa=2.5, cross=False, kappa_markers=0.0)
     assert {label for label, _, _ in table.lines()} == {"block -1"}
+
+
+def test_a_long_tests_batch_is_sized_for_its_operands():
+    """A 35-digit test adds 25 operands: its batch fits the evaluation budget with their
+    sequences, not with the five a training frame holds."""
+    cfg = RunConfig(task="multiadd", pad_width=10)
+    batch = batch_for(cfg, 40, 1000, operand_count(35))
+    assert step_bytes(replace(cfg, pad_width=40), batch, grad=False, operands=25) <= EVAL_BUDGET
+    assert batch < batch_for(cfg, 40, 1000)
