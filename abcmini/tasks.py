@@ -267,6 +267,12 @@ def operand_draw(generator: torch.Generator) -> int:
     return int(torch.randint(2, OPERANDS + 1, (1,), generator=generator))
 
 
+def validation_counts(task: str) -> tuple:
+    """The operand counts a validation set covers, a part each: multiadd's every training count
+    (one draw holds one count), ``(None,)`` for the binary tasks."""
+    return tuple(range(2, OPERANDS + 1)) if task == "multiadd" else (None,)
+
+
 def random_numbers(n: int, digits: int, generator: torch.Generator, length: int | None = None) -> torch.Tensor:
     """``[n, digits]`` numbers, most significant digit first, each of a length drawn uniformly
     from 1 … ``digits`` (or exactly ``length``), with a non-zero lead: the training numbers of a

@@ -15,7 +15,7 @@ from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig, learning_rate, run_config_of, train_on_end
 from abcmini.nn.decoder import build_model
 from abcmini.store import CheckpointError, check_bias_matches, load_bias, load_checkpoint, save_checkpoint
-from abcmini.tasks import POOL_DIGITS, Example, Pool, by_length, format_task, training_operands
+from abcmini.tasks import POOL_DIGITS, Example, Pool, by_length, format_task, training_operands, validation_counts
 
 BUDGET = ("steps", "stop_at", "train_on", "min_steps")  # what a resumed run may change
 
@@ -81,19 +81,22 @@ class Trainer:
         self.pool = Pool.make(cfg.data_seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)
         valid_generator = torch.Generator().manual_seed(cfg.data_seed + 1)
-        digits = cfg.train_digits
+        digits, counts = cfg.train_digits, validation_counts(cfg.task)  # multiadd: a set per operand count
         if cfg.varied:  # one validation set per length, each in its own frame; lengths the split lacks are left out
             # the pool's numbers by length; past the pool (train_digits not 7) numbers are drawn, not taken from a split
             self.train_numbers = by_length(self.pool.train) if digits == POOL_DIGITS else [self.pool.train] * digits
             valid_numbers = by_length(self.pool.valid) if digits == POOL_DIGITS else [self.pool.valid] * digits
-            sizes = [len(part) for part in torch.arange(cfg.valid_size).tensor_split(digits)]
+            draws = [(length, numbers, count) for length, numbers in enumerate(valid_numbers, 1) for count in counts]
+            sizes = [len(part) for part in torch.arange(cfg.valid_size).tensor_split(len(draws))]
             unequal = cfg.operand_lengths == "unequal"
-            self.valid_sets = [format_task(cfg.task, *training_operands(cfg.task, numbers, size, valid_generator, digits, length, unequal),
-                                           length, cfg.aligned)
-                               for length, (numbers, size) in enumerate(zip(valid_numbers, sizes), 1) if size and len(numbers)]
+            self.valid_sets = [format_task(cfg.task, *training_operands(cfg.task, numbers, size, valid_generator, digits, length,
+                                                                        unequal, count), length, cfg.aligned)
+                               for (length, numbers, count), size in zip(draws, sizes) if size and len(numbers)]
         else:
-            a, b = training_operands(cfg.task, self.pool.valid, cfg.valid_size, valid_generator, digits)
-            self.valid_sets = [format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)]
+            sizes = [len(part) for part in torch.arange(cfg.valid_size).tensor_split(len(counts))]
+            self.valid_sets = [format_task(cfg.task, *training_operands(cfg.task, self.pool.valid, size, valid_generator, digits,
+                                                                        count=count), cfg.train_pad_width, cfg.aligned)
+                               for count, size in zip(counts, sizes)]
         self.valid = self.valid_sets[-1]  # the longest: what the attention figures draw
         self.step_count, self.history, self.elapsed = 0, [], 0.0
 

@@ -18,7 +18,7 @@ from abcmini import pipeline
 from abcmini.store import load_checkpoint
 from abcmini.tasks import (OPERANDS, PLUS, SUM_EXTRA, Pool, detokenize, extrapolation_operands, format_task, operand_count,
                            sequence_lengths, training_operands)
-from abcmini.train import load_model
+from abcmini.train import Trainer, load_model
 from cli import app
 
 
@@ -57,6 +57,16 @@ def test_training_batches_add_two_to_five_pool_numbers_the_count_varying_between
     assert training_operands("multiadd", pool.train, 4, generator, count=OPERANDS)[0].shape == (4, OPERANDS, 7)  # calibration's
     a, _ = training_operands("multiadd", pool.train, 16, generator, digits=12)
     assert a.shape[2] == 12 and 2 <= a.shape[1] <= OPERANDS
+
+
+def test_validation_holds_every_operand_count_a_training_batch_can_draw(tmp_path):
+    """A batch shares one count, so one validation draw would score one count only: a run could
+    stop at 99.9% on three operands while five fail."""
+    cfg = RunConfig(task="multiadd", scheme="nope", preset="tiny", pad_width=8, valid_size=41)
+    sets = Trainer(cfg, str(tmp_path)).valid_sets
+    assert [s.src.shape[0] for s in sets] == [11, 10, 10, 10]
+    assert [len(detokenize(s.tgt_out[0]).split("+")) for s in sets] == list(range(2, OPERANDS + 1))
+    assert len(Trainer(replace(cfg, task="addition"), str(tmp_path)).valid_sets) == 1
 
 
 def test_test_operands_grow_with_the_length_at_the_training_ratio():
