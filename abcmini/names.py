@@ -11,7 +11,9 @@ class ConfigError(UserError):
     pass
 
 
-TASKS = ("successor", "addition", "nx1", "parity", "parity_class", "multiadd")
+TASKS = ("successor", "addition", "nx1", "parity", "parity_class", "multiadd", "multiply")
+NO_MULTIPLY_LINES = ("--method abc has no lines for multiply yet: a row there reads a digit of a at a block-shifted "
+                     "significance and the digit of b its block names (docs/multi-operand.md); train another --method")
 
 
 def check_task(task: str) -> None:

@@ -16,6 +16,7 @@ from abcmini import __version__, commit
 from abcmini.nn.biases import BlockCalibrated, Calibrated, PerLayer, line_rows, open_lines, scaffold_from_state, segments_of
 from abcmini.nn.calibrate import average_attention, block_procedure, calibrated_layers, procedure
 from abcmini.errors import UserError
+from abcmini.names import NO_MULTIPLY_LINES
 from abcmini.evaluate import GeometryError, extrapolation_hits, final_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
 from abcmini.outputs.figures import attention_figures, bias_figures, calibration_figures, close
@@ -209,6 +210,8 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
     if reached < settings.min_accuracy:
         raise NotInterpolatedError(f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < "
                                    f"{settings.min_accuracy:.2%}; train it longer (--stop-at)")
+    if cfg.task == "multiply":
+        raise UserError(NO_MULTIPLY_LINES)
     rules = settings.rule_names()
     layers = calibrated_layers(model.cfg.dec_layers, rules)
     a, b = training_operands(cfg.task, Pool.make(cfg.data_seed).train, settings.samples, torch.Generator().manual_seed(settings.seed),
@@ -304,6 +307,7 @@ def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model,
         accuracy[length] = hits.float().mean().item()
         if cfg.task in BLOCK_TASKS:  # the scratchpad's answer alone, beside the whole output
             final[str(length)] = final_accuracy(model, example, hits, batch)
+        if cfg.task == "multiadd":
             operands[str(length)] = operand_count(length)
         seconds[str(length)] = round(time.perf_counter() - began, 2)
         hooks.evaluated(length, accuracy[length], seconds[str(length)])
@@ -312,6 +316,7 @@ def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model,
         extra["lines"] = open_lines(model.scaffold)
     if final:
         extra["final_accuracy"] = {**previous.get("final_accuracy", {}), **final}
+    if operands:
         extra["operands"] = {**previous.get("operands", {}), **operands}
     if seconds:
         extra["test_seconds"] = {**previous.get("test_seconds", {}), **seconds}

@@ -23,6 +23,11 @@ Sequence layout (paper §3.3, DESIGN.md §2), for pad width ``P``:
   (``s_1 = a_1``), each ``s_m`` in ``P + 2`` digits, reversed. Every block is a two-operand
   addition ABC already extrapolates; ``s_k`` is the answer. The input ends with ``&``: the last
   block's next marker, distinct from every ``+``. ``$0012+0340+0005&`` → ``210000+253000+803000``.
+- N×M multiplication (``multiply``) is a scratchpad of running sums too, one block per digit of
+  ``b``: ``$a*b&`` (both in ``P`` digits) → ``s_0+s_1+…+s_{P−1}`` with ``s_j = s_{j−1} + a·b_j·10^j``
+  (``b_j`` the digit of significance ``j``), each in ``2P`` digits, reversed; ``s_{P−1} = a·b``.
+  A row of block ``j`` adds one digit product ``a_{i−j}·b_j`` to the previous block's digit: the
+  carry stays below 10. ``$12*34&`` (``P`` 2) → ``8400+8040``: ``s_0 = 48``, ``s_1 = 408``.
 """
 
 from dataclasses import dataclass
@@ -38,7 +43,7 @@ VOCAB = "0123456789+*$&@"
 PLUS, TIMES, SOS, EOS, PAD = (VOCAB.index(c) for c in "+*$&@")
 POOL_SIZE = 2**20 + 1  # the paper's permutation of [0, 2^20]
 OPERANDS = 5  # multiadd: a training example adds 2 … 5 operands
-BLOCK_TASKS = ("multiadd",)  # outputs of one block per input number: ABC counts its lines in blocks
+BLOCK_TASKS = ("multiadd", "multiply")  # scratchpads of blocks: the answer is the last block
 SUM_EXTRA = 2  # multiadd: a running sum has 2 digits more than its operands (up to 100 operands)
 
 
@@ -62,6 +67,8 @@ def sequence_lengths(task: str, pad_width: int, aligned: bool = False, operands:
         return pad_width + 1, pad_width + 2
     if task == "multiadd":
         return operands * (pad_width + 1) + 1, operands * (pad_width + SUM_EXTRA + 1)
+    if task == "multiply":
+        return 2 * pad_width + 3, pad_width * (2 * pad_width + 1)
     if aligned:
         return 1 + 2 * pad_width, pad_width + 2
     return pad_width + 2 + (pad_width if task == "addition" else 1), pad_width + 2
@@ -162,6 +169,8 @@ def format_task(task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: i
     check_task(task)
     if task == "multiadd":
         return _running_sums(a, pad_width)
+    if task == "multiply":
+        return _partial_sums(pad_digits(a, pad_width), pad_digits(b, pad_width))
     a = pad_digits(a, pad_width)
     n = a.shape[0]
     if task == "successor":
@@ -201,6 +210,19 @@ def _running_sums(a: torch.Tensor, pad_width: int) -> Example:
     tgt = rearrange(torch.stack(blocks, dim=1), "n k b -> n (k b)")[:, :-1]
     end = torch.full((n, 1), EOS, dtype=torch.long, device=a.device)
     return _with_sos_eos(torch.cat([rearrange(torch.cat([marks, a], dim=2), "n k p -> n (k p)"), end], dim=1), tgt)
+
+
+def _partial_sums(a: torch.Tensor, b: torch.Tensor) -> Example:
+    """Multiply's scratchpad (module docstring): ``$a*b&`` → ``s_0+…+s_{P−1}`` reversed."""
+    (n, width), device = a.shape, a.device
+    total, blocks = torch.zeros(n, 2 * width, dtype=torch.long, device=device), []
+    separator = torch.full((n, 1), PLUS, dtype=torch.long, device=device)
+    for j in range(width):
+        product = pad_digits(torch.nn.functional.pad(mul_digit(a, b[:, width - 1 - j]), (0, j)), 2 * width)
+        total = pad_digits(add_digits(total, product), 2 * width)
+        blocks.append(torch.cat([total.flip(1), separator], dim=1))
+    times, end = torch.full((n, 1), TIMES, device=device), torch.full((n, 1), EOS, device=device)
+    return _with_sos_eos(torch.cat([_with_boundary(a), times, b, end], dim=1), torch.cat(blocks, dim=1)[:, :-1])
 
 
 def _with_boundary(digits: torch.Tensor) -> torch.Tensor:
@@ -252,7 +274,7 @@ def sample_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.G
     a = int_to_digits(a, POOL_DIGITS)
     if task == "multiadd":
         return rearrange(a, "(n k) w -> n k w", k=count), None
-    if task == "addition":
+    if task in ("addition", "multiply"):
         b = int_to_digits(numbers[torch.randint(len(numbers), (n,), generator=generator)], POOL_DIGITS)
     elif task == "nx1":
         b = torch.randint(10, (n,), generator=generator)
@@ -305,7 +327,7 @@ def training_operands(task: str, numbers: torch.Tensor, n: int, generator: torch
         b = pad_digits(random_numbers(n, length, generator), digits)
         swap = rearrange(torch.rand(n, generator=generator) < 0.5, "n -> n 1")
         return torch.where(swap, b, a), torch.where(swap, a, b)
-    if task == "addition":
+    if task in ("addition", "multiply"):
         return a, random_numbers(n, digits, generator, length)
     return a, torch.randint(10, (n,), generator=generator) if task == "nx1" else None
 
@@ -368,6 +390,14 @@ def extrapolation_operands(task: str, length: int, seed: int):
     if task == "addition":
         b = exact_length_numbers(length, seed + 1)
         b = b[torch.randperm(len(b), generator=generator)]
+    elif task == "multiply":  # half L × L digits; half one of L and one shorter (uniform in 1 … L − 1), either
+        b = exact_length_numbers(length, seed + 1)
+        b = b[torch.randperm(len(b), generator=generator)]
+        if length > 1:
+            half = len(b) // 2
+            short = pad_digits(random_numbers(len(b) - half, length - 1, generator), length)
+            swap = rearrange(torch.rand(len(short), generator=generator) < 0.5, "n -> n 1")
+            a[half:], b[half:] = torch.where(swap, short, a[half:]), torch.where(swap, b[half:], short)
     elif task == "nx1":
         b = torch.randint(10, (len(a),), generator=generator)
     else:

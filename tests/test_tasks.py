@@ -104,7 +104,7 @@ def test_every_input_starts_with_a_marker(aligned):
     """Without positions, the first token is what tells the final-carry row from the end row."""
     a, b = digits(5, 123), digits(0, 748)
     for task in TASKS:
-        second = torch.tensor([0, 3]) if task == "nx1" else b if task == "addition" else None
+        second = torch.tensor([0, 3]) if task == "nx1" else b if task in ("addition", "multiply") else None
         first = torch.stack([a, b], dim=1) if task == "multiadd" else a
         src = format_task(task, first, second, 4, aligned and is_binary(task)).src
         marker = {"addition": "+", "nx1": "*"}[task] if aligned and is_binary(task) else "$"

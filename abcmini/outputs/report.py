@@ -410,8 +410,8 @@ def page(records: list[dict], figure_names: list[str] = (), invocations: list[di
 
 
 def beyond_paper(records: list[dict]) -> str:
-    """Tasks the paper has not (multiadd): exact match of the whole output (scratchpad and
-    answer) and of the final number alone, and the operands each length's test adds."""
+    """Tasks the paper has not (multiadd, multiply): exact match of the whole output (scratchpad and
+    answer) and of the final number alone, and the operands each length's multiadd test adds."""
     beyond = [r for r in records if r["task"] not in TASK_ORDER]
     operands = {(r["task"], int(n)): k for r in beyond for n, k in r.get("operands", {}).items()}
     counts = "; ".join(f"{task} at {n} digits: {k} operands" for (task, n), k in sorted(operands.items()))
