@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, replace
 
 from abcmini.config import (CALIBRATION_FIELDS, OVERRIDABLE, RUN_FIELDS, SHARED_FIELDS, Calibration, Recipe, RunConfig,
                             check_test_frame, from_fields, option_name)
-from abcmini.names import NO_MULTIPLY_LINES, ConfigError, canonical_method, check_task, is_binary, parse_method
+from abcmini.names import ConfigError, canonical_method, check_task, is_binary, parse_method
 from abcmini.nn.schemes import IN_ATTENTION, TODAYS_SCHEMES
 
 MAIN_TASKS = ("successor", "addition", "nx1")
@@ -185,8 +185,6 @@ def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experi
     abc = cell.method == "abc"
     if not abc and any(key in CALIBRATION_FIELDS or key == "abc_pad_width" for key in overrides):
         raise ConfigError(f"{next(k for k in overrides if k in CALIBRATION_FIELDS or k == 'abc_pad_width')} is an ABC setting; it applies to --method abc only")
-    if abc and cell.task == "multiply":
-        raise ConfigError(NO_MULTIPLY_LINES)
     if abc and "bias_file" in overrides:
         raise ConfigError("--method abc calibrates its own bias; drop --bias (or use --method vanilla --bias FILE)")
     frame = overrides.get("pad_width", recipe.pad_width)  # the protocol's frame

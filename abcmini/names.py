@@ -12,8 +12,6 @@ class ConfigError(UserError):
 
 
 TASKS = ("successor", "addition", "nx1", "parity", "parity_class", "multiadd", "multiply")
-NO_MULTIPLY_LINES = ("--method abc has no lines for multiply yet: a row there reads a digit of a at a block-shifted "
-                     "significance and the digit of b its block names (docs/multi-operand.md); train another --method")
 
 
 def check_task(task: str) -> None:

@@ -16,7 +16,6 @@ from abcmini import __version__, commit
 from abcmini.nn.biases import BlockCalibrated, Calibrated, PerLayer, line_rows, open_lines, scaffold_from_state, segments_of
 from abcmini.nn.calibrate import average_attention, block_procedure, calibrated_layers, procedure
 from abcmini.errors import UserError
-from abcmini.names import NO_MULTIPLY_LINES
 from abcmini.evaluate import GeometryError, extrapolation_hits, final_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
 from abcmini.outputs.figures import attention_figures, bias_figures, calibration_figures, close
@@ -210,8 +209,6 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
     if reached < settings.min_accuracy:
         raise NotInterpolatedError(f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < "
                                    f"{settings.min_accuracy:.2%}; train it longer (--stop-at)")
-    if cfg.task == "multiply":
-        raise UserError(NO_MULTIPLY_LINES)
     rules = settings.rule_names()
     layers = calibrated_layers(model.cfg.dec_layers, rules)
     a, b = training_operands(cfg.task, Pool.make(cfg.data_seed).train, settings.samples, torch.Generator().manual_seed(settings.seed),
@@ -220,8 +217,10 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
     layout = segments_of(digit_mask(example.src[0]))
     if cfg.task in BLOCK_TASKS:  # a block output: every row is trusted, lines counted in blocks
         self_avg, cross_avg = average_attention(model, example, example.tgt_out.shape[1], layers=layers)
-        scaffold = block_procedure(self_avg, cross_avg, len(layout) // 2, settings.kappa_self, settings.kappa_cross,
-                                   settings.min_support, rules)
+        products = cfg.task == "multiply"  # its blocks: the digits of b in $a*b&
+        blocks = (example.src.shape[1] - 3) // 2 if products else len(layout) // 2
+        scaffold = block_procedure(self_avg, cross_avg, blocks, settings.kappa_self, settings.kappa_cross,
+                                   settings.min_support, rules, products)
     else:
         self_avg, cross_avg = average_attention(model, example, cfg.train_digits + 1, layers=layers)
         out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]

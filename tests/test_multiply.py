@@ -1,13 +1,18 @@
 """N×M multiplication: the scratchpad of partial sums against Python integers, its test sets
-(equal and unequal operand lengths, seeded), a cell through the command line, and ABC refused
-in one line until its lines exist."""
+(equal and unequal operand lengths, seeded), ABC's lines on the input numbers (on the right
+digits at any width, recovered by calibration), and cells through the command line."""
 
 import json
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
-from abcmini.tasks import Pool, detokenize, extrapolation_operands, format_task, sequence_lengths, training_operands
+from abcmini.nn.biases import NEG_INF, BlockCalibrated, BlockLines, segments_of
+from abcmini.nn.calibrate import calibrate_blocks
+from abcmini.store import load_checkpoint
+from abcmini.tasks import Pool, detokenize, digit_mask, extrapolation_operands, format_task, sequence_lengths, training_operands
+from abcmini.train import load_model
 from cli import app
 
 
@@ -52,12 +57,71 @@ def test_a_test_set_holds_l_by_l_products_and_products_of_unequal_lengths_either
     assert torch.equal(a, again) and not torch.equal(a, extrapolation_operands("multiply", 14, seed=3)[0])
 
 
-def test_abc_on_multiply_is_refused_in_one_line_before_any_training(empty_cwd):
-    result = CliRunner().invoke(app, ["train", "--task", "multiply", "--method", "abc", "--no-wandb", "--out", "cell"])
-    assert result.exit_code == 2 and "no lines for multiply" in result.output
-    assert len(result.output.strip().splitlines()) == 1 and not (empty_cwd / "cell").exists()
+def reads(width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[q]`` the input column of ``a_{i−j}`` (−1 where block ``j``'s row ``i`` has none) and of
+    ``b_j``, for every decoder row of ``$a*b&`` at pad ``width``, counted from the format itself."""
+    a_col, b_col = [], []
+    for row in range(width * (2 * width + 1)):
+        j, i = divmod(row, 2 * width + 1)
+        a_col.append(1 + width - 1 - (i - j) if 0 <= i - j < width and i < 2 * width else -1)
+        b_col.append(width + 2 + width - 1 - j)
+    return torch.tensor(a_col), torch.tensor(b_col)
 
 
+def product_lines(l_first: int = -2) -> torch.Tensor:
+    """Head 0: the line to a at ℓ 0; head 1: the line to b at ℓ 0; head 2: the end marker."""
+    values = torch.full((3, 3, 5), NEG_INF)
+    values[0, 0, -l_first] = values[1, 1, -l_first] = values[2, 2, -1] = 0.0
+    return values
+
+
+@pytest.mark.parametrize("width", [3, 6])
+def test_product_lines_read_a_at_the_blocks_shift_and_the_digit_of_b_the_block_names(width):
+    n_src, n_q = sequence_lengths("multiply", width)
+    lines = BlockCalibrated(BlockLines(torch.full((3, 1, 2), NEG_INF), 0, 0, cross=False),
+                            BlockLines(product_lines(), 0, -2, cross=True, products=True))
+    src = format_task("multiply", torch.tensor([[1, 2]]), torch.tensor([[3, 4]]), width).src[0]
+    _, bias = lines(n_q, n_src, layout=segments_of(digit_mask(src)))
+    a_col, b_col = reads(width)
+    opened = torch.isfinite(bias)
+    has_a = a_col >= 0
+    assert (opened[0].sum(-1)[has_a] == 1).all() and torch.equal(opened[0].float().argmax(-1)[has_a], a_col[has_a])
+    assert (opened[0, ~has_a].sum(-1) == 1).all() and (opened[0, ~has_a, 0]).all()  # no a digit: the no-NaN column
+    assert (opened[1].sum(-1) == 1).all() and torch.equal(opened[1].float().argmax(-1), b_col)
+    assert (opened[2].sum(-1) == 1).all() and (opened[2, :, -1]).all()
+
+
+def test_calibration_recovers_the_product_lines_the_attention_follows():
+    width = 5
+    n_src, n_q = sequence_lengths("multiply", width)
+    a_col, b_col = reads(width)
+    attention = torch.full((2, n_q, n_src), 0.1 / n_src)
+    rows = torch.arange(n_q)
+    attention[0, rows[a_col >= 0], a_col[a_col >= 0]] += 0.9
+    attention[0, rows[a_col < 0], n_src - 1] += 0.9  # rows without a digit product park on the end
+    attention[1, rows, b_col] += 0.9
+    table = calibrate_blocks(attention, width, kappa=2.5, cross=True, min_support=0.5, kappa_markers=0.0, products=True)
+    open_lines = {(label, head, line) for label, head, kept in table.lines() for line, _ in kept}
+    assert {("number a", 0, 0), ("number b", 1, 0)} <= open_lines
+    assert not {(label, head) for label, head, line in open_lines if line != "marker"} - {("number a", 0), ("number b", 1)}
+
+
+@pytest.mark.integration
+def test_an_abc_cell_on_multiply_trains_calibrates_product_lines_and_scores_the_product(empty_cwd):
+    (empty_cwd / "small.yaml").write_text("base: long\nname: small\npreset: tiny\npad_width: 7\nabc_pad_width: 7\n"
+                                          "abc_frame_spread: 1\nsteps: 10\neval_every: 5\nvalid_size: 20\nabc_valid_size: 20\n"
+                                          "calibration: {samples: 20, min_accuracy: 0}\n")
+    result = CliRunner().invoke(app, ["train", "--recipe", "small.yaml", "--task", "multiply", "--method", "abc",
+                                      "--lengths", "2,4", "--no-wandb", "--out", "cell"])
+    assert result.exit_code == 0, result.output
+    record = json.loads((empty_cwd / "cell" / "eval.json").read_text())
+    assert set(record["final_accuracy"]) == {"2", "4"} and "operands" not in record
+    _, model = load_model(load_checkpoint(str(empty_cwd / "cell")))
+    assert isinstance(model.scaffold, BlockCalibrated) and model.scaffold.cross_attention.products
+    assert any(" number " in line for line in record["lines"])
+
+
+@pytest.mark.integration
 def test_a_vanilla_cell_on_multiply_trains_and_scores_the_product_alone(empty_cwd):
     result = CliRunner().invoke(app, ["train", "--recipe", "quick", "--task", "multiply", "--method", "vanilla", "--preset", "tiny",
                                       "--pad-width", "4", "--train-digits", "3", "--steps", "3", "--lengths", "2,4", "--no-wandb",

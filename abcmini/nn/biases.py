@@ -286,12 +286,23 @@ def output_coordinates(n: int, blocks: int, keys: bool, device=None) -> tuple[to
     return torch.div(i, width, rounding_mode="floor"), significance, significance == width - 1
 
 
-def line_index(rows, keys, d_first: int, d_count: int, l_first: int, l_count: int) -> tuple[torch.Tensor, torch.Tensor]:
+def cell_offsets(rows, keys, products: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """``[q k]`` line coordinates of every cell: ``(b_k − b_q, s_k − s_q)``. ``products``
+    (multiply's cross-attention): the row reads a fixed input number, so ``d`` is the key's
+    number (0: a, 1: b, 2: the end marker), at a significance its block sets: digit ``s_q − b_q``
+    of a, digit ``b_q`` of b, so ``ℓ = s_k − (s_q − b_q)`` on a and ``s_k − b_q`` on b."""
+    bq, sq = (rearrange(x, "q -> q 1") for x in rows[:2])
+    bk, sk = (rearrange(x, "k -> 1 k") for x in keys[:2])
+    if products:
+        return bk.expand(len(bq), -1), sk - torch.where(bk == 0, sq - bq, bq)
+    return bk - bq, sk - sq
+
+
+def line_index(rows, keys, d_first: int, d_count: int, l_first: int, l_count: int,
+               products: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """``([q k] index into a flattened [d (ℓ + marker)] table, [q k] on a line of the table)``."""
-    (bq, sq, _), (bk, sk, mk) = rows, keys
-    d = rearrange(bk, "k -> 1 k") - rearrange(bq, "q -> q 1") - d_first
-    ell = rearrange(sk, "k -> 1 k") - rearrange(sq, "q -> q 1") - l_first
-    marker = rearrange(mk, "k -> 1 k")
+    d, ell = cell_offsets(rows, keys, products)
+    d, ell, marker = d - d_first, ell - l_first, rearrange(keys[2], "k -> 1 k")
     column = torch.where(marker, l_count, ell)
     inside = (d >= 0) & (d < d_count) & (marker | ((ell >= 0) & (ell < l_count)))
     return (d * (l_count + 1) + column).clamp(0, d_count * (l_count + 1) - 1), inside
@@ -300,19 +311,21 @@ def line_index(rows, keys, d_first: int, d_count: int, l_first: int, l_count: in
 class BlockLines(nn.Module):
     """A calibrated block-line table ``values [h d (ℓ + 1)]`` (the last column: the block's
     marker), ``d`` from ``d_first``, ``ℓ`` from ``l_first``; −inf where no line was kept.
-    ``cross``: keys are input columns (else decoder columns)."""
+    ``cross``: keys are input columns (else decoder columns); ``products``: multiply's input
+    numbers a and b (``cell_offsets``)."""
 
-    def __init__(self, values: torch.Tensor, d_first: int, l_first: int, cross: bool):
+    def __init__(self, values: torch.Tensor, d_first: int, l_first: int, cross: bool, products: bool = False):
         super().__init__()
-        self.d_first, self.l_first, self.cross = d_first, l_first, cross
+        self.d_first, self.l_first, self.cross, self.products = d_first, l_first, cross, products
         self.register_buffer("values", values)
 
     def forward(self, n_q: int, n_k: int, blocks: int, device=None) -> torch.Tensor:
-        """The ``[h q k]`` bias of an ``n_q × n_k`` attention over ``blocks`` blocks."""
+        """The ``[h q k]`` bias of an ``n_q × n_k`` attention over ``blocks`` output blocks."""
         heads, d_count, width = self.values.shape
         rows = output_coordinates(n_q, blocks, keys=False, device=device)
-        keys = input_coordinates(n_k, blocks, device) if self.cross else output_coordinates(n_k, blocks, keys=True, device=device)
-        index, inside = line_index(rows, keys, self.d_first, d_count, self.l_first, width - 1)
+        keys = (input_coordinates(n_k, 2 if self.products else blocks, device) if self.cross
+                else output_coordinates(n_k, blocks, keys=True, device=device))
+        index, inside = line_index(rows, keys, self.d_first, d_count, self.l_first, width - 1, self.products)
         flat = rearrange(self.values.to(device), "h d l -> h (d l)")
         bias = flat[:, rearrange(index, "q k -> (q k)")].view(heads, n_q, n_k).masked_fill(~inside, NEG_INF)
         bias[self.transparent.to(device)] = 0.0  # a head with no line: transparent
@@ -330,7 +343,7 @@ class BlockLines(nn.Module):
 
     def union(self, other: "BlockLines") -> "BlockLines":
         """Both tables' lines (the same calibration frame, so the same index ranges)."""
-        return BlockLines(torch.maximum(self.values, other.values), self.d_first, self.l_first, self.cross)
+        return BlockLines(torch.maximum(self.values, other.values), self.d_first, self.l_first, self.cross, self.products)
 
     def lines(self):
         """``(direction label, head, [(line, value)])`` for every head with an open line."""
@@ -340,19 +353,21 @@ class BlockLines(nn.Module):
                 row = self.values[head, d].tolist()
                 kept = [("marker" if c == width - 1 else self.l_first + c, v) for c, v in enumerate(row) if v != NEG_INF]
                 if kept:
-                    yield f"block {self.d_first + d:+d}", head, kept
+                    yield (f"number {'ab&'[self.d_first + d]}" if self.products else f"block {self.d_first + d:+d}"), head, kept
 
     def state(self) -> dict:
-        return {"values": self.values, "d_first": self.d_first, "l_first": self.l_first, "cross": self.cross}
+        return {"values": self.values, "d_first": self.d_first, "l_first": self.l_first, "cross": self.cross,
+                "products": self.products}
 
     @classmethod
     def from_state(cls, state: dict) -> "BlockLines":
-        return cls(state["values"], state["d_first"], state["l_first"], state["cross"])
+        return cls(state["values"], state["d_first"], state["l_first"], state["cross"], state.get("products", False))
 
 
 class BlockCalibrated(nn.Module):
     """ABC's biases for a block output: decoder self- and cross-attention block-line tables; the
-    number of blocks is read from the input's layout (a marker and a number per block, and the end marker)."""
+    number of blocks is read from the input's layout (a marker and a number per block, and the end
+    marker), or for multiply (``products``) is the digits of b in ``$a*b&``."""
 
     def __init__(self, self_attention: BlockLines, cross_attention: BlockLines):
         super().__init__()
@@ -361,7 +376,7 @@ class BlockCalibrated(nn.Module):
     def forward(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         if layout is None:
             raise ValueError("block lines need the input's layout (biases.segments_of)")
-        blocks = len(layout) // 2
+        blocks = (n_src - 3) // 2 if self.cross_attention.products else len(layout) // 2  # multiply: b's digits
         return self.self_attention(n_q, n_q, blocks, device), self.cross_attention(n_q, n_src, blocks, device)
 
     def union(self, other: "BlockCalibrated") -> "BlockCalibrated":

@@ -15,8 +15,8 @@ import functools
 import torch
 from einops import rearrange
 
-from abcmini.nn.biases import (NEG_INF, BlockCalibrated, BlockLines, Calibrated, Layout, LineBias, in_segment, input_coordinates,
-                                line_ids, line_index, output_coordinates)
+from abcmini.nn.biases import (NEG_INF, BlockCalibrated, BlockLines, Calibrated, Layout, LineBias, cell_offsets, in_segment,
+                                input_coordinates, line_ids, line_index, output_coordinates)
 from abcmini.nn.rules import RULES
 
 PAPER_DIRECTIONS = (1, -1, 0)  # "the diagonal, the anti-diagonal, and the vertical lines" (§4)
@@ -219,7 +219,7 @@ def block_band(kept: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:
 
 
 def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: bool, min_support: float = 0.0,
-                     kappa_markers: float | None = None, band: bool = False) -> BlockLines:
+                     kappa_markers: float | None = None, band: bool = False, products: bool = False) -> BlockLines:
     """Algorithm 1's steps 2.1–2.2 over block lines on ``Ā [h m n]`` (a whole block output):
     ``d_l`` the mean attention on each line's cells, kept where ``d_l > μ + κσ`` per head and
     direction (the digit lines; the markers' lines) with value ``d_l − d_max`` (``dropoff``).
@@ -228,24 +228,27 @@ def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: 
     count blocks from the start (docs/multi-operand.md). ``min_support``: a line must cross that fraction of the ``m`` rows
     (rule ``support``), as a causal row never sees later blocks; ``kappa_markers``: the markers'
     own κ (rule ``vertical_kappa0``: 0); ``band``: each block offset's digit lines cut to the run
-    through the digit a row reads first (rule ``band``)."""
+    through the digit a row reads first (rule ``band``). ``products``: multiply's cross-attention,
+    lines on the input numbers a and b (``biases.cell_offsets``); a row reads a only where its
+    block's digit product lands, so support counts against the number's best-covered line."""
     heads, m, n = attention.shape
     rows = output_coordinates(m, blocks, keys=False, device=attention.device)
-    keys = input_coordinates(n, blocks, attention.device) if cross else output_coordinates(n, blocks, keys=True, device=attention.device)
-    d_all = rearrange(keys[0], "k -> 1 k") - rearrange(rows[0], "q -> q 1")
-    l_all = rearrange(keys[1], "k -> 1 k") - rearrange(rows[1], "q -> q 1")
+    keys = (input_coordinates(n, 2 if products else blocks, attention.device) if cross
+            else output_coordinates(n, blocks, keys=True, device=attention.device))
+    d_all, l_all = cell_offsets(rows, keys, products)
     visible = torch.ones(m, n, dtype=torch.bool, device=attention.device)
     visible = visible if cross else visible.tril()
     d_first, d_count = int(d_all[visible].min()), int(d_all[visible].max() - d_all[visible].min()) + 1
     l_first, l_count = int(l_all[visible].min()), int(l_all[visible].max() - l_all[visible].min()) + 1
-    index, inside = line_index(rows, keys, d_first, d_count, l_first, l_count)
+    index, inside = line_index(rows, keys, d_first, d_count, l_first, l_count, products)
     counted = rearrange(inside & visible, "q k -> (q k)")
     flat = rearrange(index, "q k -> (q k)")[counted]
     size = d_count * (l_count + 1)
     sums = attention.new_zeros(heads, size).index_add_(1, flat, rearrange(attention, "h q k -> h (q k)")[:, counted])
-    cells = torch.bincount(flat, minlength=size)
-    d_l = rearrange(sums / cells.clamp(min=1), "h (d l) -> h d l", d=d_count)
-    supported = rearrange(cells >= max(1, min_support * m), "(d l) -> d l", d=d_count)
+    cells = rearrange(torch.bincount(flat, minlength=size), "(d l) -> d l", d=d_count)
+    d_l = sums.view(heads, d_count, -1) / cells.clamp(min=1)
+    reach = cells[:, :-1].amax(dim=1, keepdim=True) if products else torch.full_like(cells[:, :1], m)  # rows a line could cross
+    supported = cells >= (min_support * reach).clamp(min=1)
     # two directions, each with its own dropoff statistics as in Algorithm 1: digit lines, and
     # the markers' lines (verticals: a marker sits at the same place of its block at every width)
     digits = dropoff(rearrange(d_l[..., :-1], "h d l -> h (d l)"), kappa, rearrange(supported[:, :-1], "d l -> (d l)"))
@@ -256,16 +259,18 @@ def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: 
         digits = block_band(digits, anchors)
     kept = torch.cat([digits, rearrange(markers, "h d -> h d 1")], dim=-1)
     far = rearrange((torch.arange(d_count, device=attention.device) + d_first).abs() > BLOCK_REACH, "d -> 1 d 1")
-    return BlockLines(kept.masked_fill(far, NEG_INF), d_first, l_first, cross)
+    return BlockLines(kept if products else kept.masked_fill(far, NEG_INF), d_first, l_first, cross, products)
 
 
 def block_procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, blocks: int, kappa_self: float, kappa_cross: float,
-                    min_support: float, rules=tuple(RULES)) -> BlockCalibrated:
+                    min_support: float, rules=tuple(RULES), products: bool = False) -> BlockCalibrated:
     """ABC on ``Ā`` of every decoder layer (``[layers h q k]``) of a block output: block lines
     per layer, self- and cross-attention apart, united into one bias for every layer; of the
-    ``rules``, those that concern block lines: ``support``, ``vertical_kappa0`` and ``band``."""
+    ``rules``, those that concern block lines: ``support``, ``vertical_kappa0`` and ``band``.
+    ``products``: multiply's cross lines (``calibrate_blocks``)."""
     support = min_support if "support" in rules else 0.0
     rule = {"kappa_markers": 0.0 if "vertical_kappa0" in rules else None, "band": "band" in rules}
     tables = [BlockCalibrated(calibrate_blocks(s, blocks, kappa_self, False, support, **rule),
-                              calibrate_blocks(c, blocks, kappa_cross, True, support, **rule)) for s, c in zip(self_avg, cross_avg)]
+                              calibrate_blocks(c, blocks, kappa_cross, True, support, **rule, products=products))
+              for s, c in zip(self_avg, cross_avg)]
     return functools.reduce(BlockCalibrated.union, tables)
