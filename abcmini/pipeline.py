@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from abcmini import __version__, commit
-from abcmini.nn.biases import BlockCalibrated, Calibrated, PerLayer, line_rows, open_lines, scaffold_from_state, segments_of
+from abcmini.nn.biases import BlockCalibrated, Calibrated, PerLayer, block_count, line_rows, open_lines, scaffold_from_state, segments_of
 from abcmini.nn.calibrate import average_attention, block_procedure, calibrated_layers, procedure
 from abcmini.errors import UserError
 from abcmini.evaluate import GeometryError, extrapolation_hits, final_accuracy, pad_width_for
@@ -217,10 +217,9 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
     layout = segments_of(digit_mask(example.src[0]))
     if cfg.task in BLOCK_TASKS:  # a block output: every row is trusted, lines counted in blocks
         self_avg, cross_avg = average_attention(model, example, example.tgt_out.shape[1], layers=layers)
-        products = cfg.task == "multiply"  # its blocks: the digits of b in $a*b&
-        blocks = (example.src.shape[1] - 3) // 2 if products else len(layout) // 2
-        scaffold = block_procedure(self_avg, cross_avg, blocks, settings.kappa_self, settings.kappa_cross,
-                                   settings.min_support, rules, products)
+        products = cfg.task == "multiply"  # lines on its input numbers a and b
+        scaffold = block_procedure(self_avg, cross_avg, block_count(example.src.shape[1], layout, products),
+                                   settings.kappa_self, settings.kappa_cross, settings.min_support, rules, products)
     else:
         self_avg, cross_avg = average_attention(model, example, cfg.train_digits + 1, layers=layers)
         out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]

@@ -364,10 +364,15 @@ class BlockLines(nn.Module):
         return cls(state["values"], state["d_first"], state["l_first"], state["cross"], state.get("products", False))
 
 
+def block_count(n_src: int, layout: Layout, products: bool) -> int:
+    """The output blocks of an input: one per number of its layout (a marker and a number per
+    block, and the end marker), or with ``products`` (multiply's ``$a*b&``) one per digit of b."""
+    return (n_src - 3) // 2 if products else len(layout) // 2
+
+
 class BlockCalibrated(nn.Module):
-    """ABC's biases for a block output: decoder self- and cross-attention block-line tables; the
-    number of blocks is read from the input's layout (a marker and a number per block, and the end
-    marker), or for multiply (``products``) is the digits of b in ``$a*b&``."""
+    """ABC's biases for a block output: decoder self- and cross-attention block-line tables, over
+    the input's ``block_count`` blocks."""
 
     def __init__(self, self_attention: BlockLines, cross_attention: BlockLines):
         super().__init__()
@@ -376,7 +381,7 @@ class BlockCalibrated(nn.Module):
     def forward(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         if layout is None:
             raise ValueError("block lines need the input's layout (biases.segments_of)")
-        blocks = (n_src - 3) // 2 if self.cross_attention.products else len(layout) // 2  # multiply: b's digits
+        blocks = block_count(n_src, layout, self.cross_attention.products)
         return self.self_attention(n_q, n_q, blocks, device), self.cross_attention(n_q, n_src, blocks, device)
 
     def union(self, other: "BlockCalibrated") -> "BlockCalibrated":
