@@ -25,9 +25,10 @@ Sequence layout (paper §3.3, DESIGN.md §2), for pad width ``P``:
   block's next marker, distinct from every ``+``. ``$0012+0340+0005&`` → ``210000+253000+803000``.
 - N×M multiplication (``multiply``) is a scratchpad of running sums too, one block per digit of
   ``b``: ``$a*b&`` (both in ``P`` digits) → ``s_0+s_1+…+s_{P−1}`` with ``s_j = s_{j−1} + a·b_j·10^j``
-  (``b_j`` the digit of significance ``j``), each in ``2P`` digits, reversed; ``s_{P−1} = a·b``.
-  A row of block ``j`` adds one digit product ``a_{i−j}·b_j`` to the previous block's digit: the
-  carry stays below 10. ``$12*34&`` (``P`` 2) → ``8400+8040``: ``s_0 = 48``, ``s_1 = 408``.
+  (``b_j`` the digit of significance ``j``), reversed, ``s_j`` in ``P + j + 1`` digits (it is
+  below ``10^(P+j+1)``), so every block ends one row above its last digit of ``a``;
+  ``s_{P−1} = a·b``. A row of block ``j`` adds one digit product ``a_{i−j}·b_j`` to the previous
+  block's digit. ``$12*34&`` (``P`` 2) → ``840+8040``: ``s_0 = 48``, ``s_1 = 408``.
 """
 
 from dataclasses import dataclass
@@ -67,8 +68,8 @@ def sequence_lengths(task: str, pad_width: int, aligned: bool = False, operands:
         return pad_width + 1, pad_width + 2
     if task == "multiadd":
         return operands * (pad_width + 1) + 1, operands * (pad_width + SUM_EXTRA + 1)
-    if task == "multiply":
-        return 2 * pad_width + 3, pad_width * (2 * pad_width + 1)
+    if task == "multiply":  # block j: P + j + 1 digits and its separator
+        return 2 * pad_width + 3, 3 * pad_width * (pad_width + 1) // 2
     if aligned:
         return 1 + 2 * pad_width, pad_width + 2
     return pad_width + 2 + (pad_width if task == "addition" else 1), pad_width + 2
@@ -217,10 +218,10 @@ def _partial_sums(a: torch.Tensor, b: torch.Tensor) -> Example:
     (n, width), device = a.shape, a.device
     total, blocks = torch.zeros(n, 2 * width, dtype=torch.long, device=device), []
     separator = torch.full((n, 1), PLUS, dtype=torch.long, device=device)
-    for j in range(width):
+    for j in range(width):  # s_j < 10^(P + j + 1): block j holds P + j + 1 digits
         product = pad_digits(torch.nn.functional.pad(mul_digit(a, b[:, width - 1 - j]), (0, j)), 2 * width)
         total = pad_digits(add_digits(total, product), 2 * width)
-        blocks.append(torch.cat([total.flip(1), separator], dim=1))
+        blocks.append(torch.cat([total.flip(1)[:, : width + j + 1], separator], dim=1))
     times, end = torch.full((n, 1), TIMES, device=device), torch.full((n, 1), EOS, device=device)
     return _with_sos_eos(torch.cat([_with_boundary(a), times, b, end], dim=1), torch.cat(blocks, dim=1)[:, :-1])
 

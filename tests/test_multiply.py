@@ -22,7 +22,7 @@ def value(digit_row) -> int:
 
 def test_the_worked_example_and_random_products_are_partial_sums():
     ex = format_task("multiply", torch.tensor([[1, 2]]), torch.tensor([[3, 4]]), 2)
-    assert detokenize(ex.src[0]) == "$12*34&" and detokenize(ex.tgt_out[0]) == "8400+8040&"
+    assert detokenize(ex.src[0]) == "$12*34&" and detokenize(ex.tgt_out[0]) == "840+8040&"
     generator = torch.Generator().manual_seed(0)
     a, b = (torch.randint(10, (40, 6), generator=generator) for _ in range(2))
     ex = format_task("multiply", a, b, 9)
@@ -30,7 +30,7 @@ def test_the_worked_example_and_random_products_are_partial_sums():
     for row in range(40):
         x, y = value(a[row]), value(b[row])
         blocks = detokenize(ex.tgt_out[row])[:-1].split("+")
-        assert len(blocks) == 9 and all(len(block) == 18 for block in blocks)
+        assert len(blocks) == 9 and [len(block) for block in blocks] == list(range(10, 19))
         assert [int(block[::-1]) for block in blocks] == [x * (y % 10 ** (j + 1)) for j in range(9)]
         assert int(blocks[-1][::-1]) == x * y
 
@@ -61,10 +61,10 @@ def reads(width: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``[q]`` the input column of ``a_{i−j}`` (−1 where block ``j``'s row ``i`` has none) and of
     ``b_j``, for every decoder row of ``$a*b&`` at pad ``width``, counted from the format itself."""
     a_col, b_col = [], []
-    for row in range(width * (2 * width + 1)):
-        j, i = divmod(row, 2 * width + 1)
-        a_col.append(1 + width - 1 - (i - j) if 0 <= i - j < width and i < 2 * width else -1)
-        b_col.append(width + 2 + width - 1 - j)
+    for j in range(width):  # block j: width + j + 1 digits, then its separator
+        for i in range(width + j + 2):
+            a_col.append(1 + width - 1 - (i - j) if 0 <= i - j < width else -1)
+            b_col.append(width + 2 + width - 1 - j)
     return torch.tensor(a_col), torch.tensor(b_col)
 
 
@@ -91,6 +91,27 @@ def test_product_lines_read_a_at_the_blocks_shift_and_the_digit_of_b_the_block_n
     assert (opened[2].sum(-1) == 1).all() and (opened[2, :, -1]).all()
 
 
+@pytest.mark.parametrize("width", [3, 6])
+def test_every_separator_row_sees_a_set_of_lines_no_other_row_of_its_block_sees(width):
+    """A row learns where its block ends from the lines that fall off there: with the lines to
+    ``a_{i−j}``, ``a_{i−j−1}`` and to the previous block's digits ``i`` and ``i − 1``, the
+    separator row of every block, block 0 too, has a pattern of empty lines of its own."""
+    n_src, n_q = sequence_lengths("multiply", width)
+    own = torch.full((2, 2, 3), NEG_INF)  # self: head 0 the line (−1, 0), head 1 (−1, −1)
+    own[0, 0, 1] = own[1, 0, 0] = 0.0
+    cross = torch.full((2, 3, 3), NEG_INF)  # cross: head 0 the line (a, 0), head 1 (a, −1)
+    cross[0, 0, 1] = cross[1, 0, 0] = 0.0
+    lines = BlockCalibrated(BlockLines(own, -1, -1, cross=False), BlockLines(cross, 0, -1, cross=True, products=True))
+    src = format_task("multiply", torch.tensor([[1, 2]]), torch.tensor([[3, 4]]), width).src[0]
+    self_bias, cross_bias = lines(n_q, n_src, layout=segments_of(digit_mask(src)))
+    empty = torch.cat([torch.isfinite(self_bias[:, :, 0]), torch.isfinite(cross_bias[:, :, 0])])  # the no-NaN column
+    start = 0
+    for j in range(width):
+        rows = empty[:, start : start + width + j + 2].T.tolist()  # block j: width + j + 1 digits, separator
+        assert rows[-1] not in rows[:-1], f"block {j}"
+        start += width + j + 2
+
+
 def test_calibration_recovers_the_product_lines_the_attention_follows():
     width = 5
     n_src, n_q = sequence_lengths("multiply", width)
@@ -100,7 +121,8 @@ def test_calibration_recovers_the_product_lines_the_attention_follows():
     attention[0, rows[a_col >= 0], a_col[a_col >= 0]] += 0.9
     attention[0, rows[a_col < 0], n_src - 1] += 0.9  # rows without a digit product park on the end
     attention[1, rows, b_col] += 0.9
-    table = calibrate_blocks(attention, width, kappa=2.5, cross=True, min_support=0.5, kappa_markers=0.0, products=True)
+    table = calibrate_blocks(attention, width, kappa=2.5, cross=True, min_support=0.5, kappa_markers=0.0, products=True,
+                             growing=True)
     open_lines = {(label, head, line) for label, head, kept in table.lines() for line, _ in kept}
     assert {("number a", 0, 0), ("number b", 1, 0)} <= open_lines
     assert not {(label, head) for label, head, line in open_lines if line != "marker"} - {("number a", 0), ("number b", 1)}

@@ -278,12 +278,23 @@ def input_coordinates(n: int, blocks: int, device=None) -> tuple[torch.Tensor, t
     return j // width, width - 1 - j % width, j % width == 0
 
 
-def output_coordinates(n: int, blocks: int, keys: bool, device=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def output_coordinates(n: int, blocks: int, keys: bool, device=None,
+                       growing: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(block, significance, marker)`` of each of the ``n`` decoder rows (``keys`` False: the
-    digit a row emits) or columns (``keys``: the token a column holds, one step behind)."""
-    i, width = torch.arange(n, device=device) - int(keys), n // blocks
-    significance = torch.remainder(i, width)
-    return torch.div(i, width, rounding_mode="floor"), significance, significance == width - 1
+    digit a row emits) or columns (``keys``: the token a column holds, one step behind).
+    ``growing``: each block one token wider than the one before (multiply's running sums)."""
+    i = torch.arange(n, device=device) - int(keys)
+    if not growing:
+        width = n // blocks
+        significance = torch.remainder(i, width)
+        return torch.div(i, width, rounding_mode="floor"), significance, significance == width - 1
+    j = torch.arange(blocks + 1, device=device)
+    first = (n - blocks * (blocks - 1) // 2) // blocks  # block j holds first + j tokens
+    starts = first * j + j * (j - 1) // 2
+    block = torch.searchsorted(starts, i, right=True) - 1  # the SOS column (i = −1): block −1
+    width = first + block
+    significance = torch.where(block < 0, width - 1, i - starts[block.clamp(min=0)])
+    return block, significance, significance == width - 1
 
 
 def cell_offsets(rows, keys, products: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -319,12 +330,13 @@ class BlockLines(nn.Module):
         self.d_first, self.l_first, self.cross, self.products = d_first, l_first, cross, products
         self.register_buffer("values", values)
 
-    def forward(self, n_q: int, n_k: int, blocks: int, device=None) -> torch.Tensor:
-        """The ``[h q k]`` bias of an ``n_q × n_k`` attention over ``blocks`` output blocks."""
+    def forward(self, n_q: int, n_k: int, blocks: int, device=None, growing: bool = False) -> torch.Tensor:
+        """The ``[h q k]`` bias of an ``n_q × n_k`` attention over ``blocks`` output blocks
+        (``growing``: each one token wider than the one before, ``output_coordinates``)."""
         heads, d_count, width = self.values.shape
-        rows = output_coordinates(n_q, blocks, keys=False, device=device)
+        rows = output_coordinates(n_q, blocks, keys=False, device=device, growing=growing)
         keys = (input_coordinates(n_k, 2 if self.products else blocks, device) if self.cross
-                else output_coordinates(n_k, blocks, keys=True, device=device))
+                else output_coordinates(n_k, blocks, keys=True, device=device, growing=growing))
         index, inside = line_index(rows, keys, self.d_first, d_count, self.l_first, width - 1, self.products)
         flat = rearrange(self.values.to(device), "h d l -> h (d l)")
         bias = flat[:, rearrange(index, "q k -> (q k)")].view(heads, n_q, n_k).masked_fill(~inside, NEG_INF)
@@ -381,8 +393,10 @@ class BlockCalibrated(nn.Module):
     def forward(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         if layout is None:
             raise ValueError("block lines need the input's layout (biases.segments_of)")
-        blocks = block_count(n_src, layout, self.cross_attention.products)
-        return self.self_attention(n_q, n_q, blocks, device), self.cross_attention(n_q, n_src, blocks, device)
+        products = self.cross_attention.products  # multiply: its blocks grow by one digit each
+        blocks = block_count(n_src, layout, products)
+        return (self.self_attention(n_q, n_q, blocks, device, products),
+                self.cross_attention(n_q, n_src, blocks, device, products))
 
     def union(self, other: "BlockCalibrated") -> "BlockCalibrated":
         return BlockCalibrated(self.self_attention.union(other.self_attention), self.cross_attention.union(other.cross_attention))

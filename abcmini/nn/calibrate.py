@@ -219,7 +219,8 @@ def block_band(kept: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:
 
 
 def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: bool, min_support: float = 0.0,
-                     kappa_markers: float | None = None, band: bool = False, products: bool = False) -> BlockLines:
+                     kappa_markers: float | None = None, band: bool = False, products: bool = False,
+                     growing: bool = False) -> BlockLines:
     """Algorithm 1's steps 2.1–2.2 over block lines on ``Ā [h m n]`` (a whole block output):
     ``d_l`` the mean attention on each line's cells, kept where ``d_l > μ + κσ`` per head and
     direction (the digit lines; the markers' lines) with value ``d_l − d_max`` (``dropoff``).
@@ -230,11 +231,12 @@ def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: 
     own κ (rule ``vertical_kappa0``: 0); ``band``: each block offset's digit lines cut to the run
     through the digit a row reads first (rule ``band``). ``products``: multiply's cross-attention,
     lines on the input numbers a and b (``biases.cell_offsets``); a row reads a only where its
-    block's digit product lands, so support counts against the number's best-covered line."""
+    block's digit product lands, so support counts against the number's best-covered line;
+    ``growing``: each output block one token wider than the one before (multiply's)."""
     heads, m, n = attention.shape
-    rows = output_coordinates(m, blocks, keys=False, device=attention.device)
+    rows = output_coordinates(m, blocks, keys=False, device=attention.device, growing=growing)
     keys = (input_coordinates(n, 2 if products else blocks, attention.device) if cross
-            else output_coordinates(n, blocks, keys=True, device=attention.device))
+            else output_coordinates(n, blocks, keys=True, device=attention.device, growing=growing))
     d_all, l_all = cell_offsets(rows, keys, products)
     visible = torch.ones(m, n, dtype=torch.bool, device=attention.device)
     visible = visible if cross else visible.tril()
@@ -267,9 +269,9 @@ def block_procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, blocks: int
     """ABC on ``Ā`` of every decoder layer (``[layers h q k]``) of a block output: block lines
     per layer, self- and cross-attention apart, united into one bias for every layer; of the
     ``rules``, those that concern block lines: ``support``, ``vertical_kappa0`` and ``band``.
-    ``products``: multiply's cross lines (``calibrate_blocks``)."""
+    ``products``: multiply's cross lines and growing blocks (``calibrate_blocks``)."""
     support = min_support if "support" in rules else 0.0
-    rule = {"kappa_markers": 0.0 if "vertical_kappa0" in rules else None, "band": "band" in rules}
+    rule = {"kappa_markers": 0.0 if "vertical_kappa0" in rules else None, "band": "band" in rules, "growing": products}
     tables = [BlockCalibrated(calibrate_blocks(s, blocks, kappa_self, False, support, **rule),
                               calibrate_blocks(c, blocks, kappa_cross, True, support, **rule, products=products))
               for s, c in zip(self_avg, cross_avg)]
