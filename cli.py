@@ -501,7 +501,8 @@ def report_command(
 
 @app.command("dashboard")
 def dashboard_command(
-    runs_dirs: list[str] = typer.Argument(None, help="Directories searched (recursively) for result records (eval.json) [default: runs]."),
+    runs_dirs: list[str] = typer.Argument(None, help="Directories searched (recursively) for result records (eval.json), "
+                                          "or record files [default: runs]."),
     out: str = typer.Option(None, help="HTML file to write [default: RUNS_DIR/dashboard.html for one directory, ./dashboard.html for several]."),
 ):
     """One self-contained HTML page comparing the methods of any number of results roots: accuracy against length, both tables, each cell's training, attention and scaffold."""
@@ -510,9 +511,10 @@ def dashboard_command(
     runs_dirs = runs_dirs or ["runs"]
     with user_errors():
         for runs_dir in runs_dirs:
-            if not os.path.isdir(runs_dir):
+            if not os.path.exists(runs_dir):
                 raise UserError(f"runs directory {runs_dir!r} does not exist")
-        path = write_dashboard(runs_dirs, out or (os.path.join(runs_dirs[0], "dashboard.html") if len(runs_dirs) == 1 else "dashboard.html"))
+        one_dir = len(runs_dirs) == 1 and os.path.isdir(runs_dirs[0])
+        path = write_dashboard(runs_dirs, out or (os.path.join(runs_dirs[0], "dashboard.html") if one_dir else "dashboard.html"))
     console.print(f"→ {path} (open it in a browser; it works offline)", highlight=False, soft_wrap=True)
 
 

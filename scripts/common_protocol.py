@@ -31,6 +31,7 @@ import shutil
 import statistics
 import sys
 
+from abcmini.outputs.method_views import held_to
 from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "common-protocol")
@@ -103,16 +104,6 @@ def cell(values: list[float]) -> str:
     return f"{median:.2f}" if len(values) == 1 else f"{median:.2f} [{100 * min(values):.2f}–{100 * max(values):.2f}]"
 
 
-def held_to(record: dict, at_least: float) -> int:
-    """The longest tested length up to which every tested length holds ``at_least`` (0: none)."""
-    held = 0
-    for length, accuracy in sorted((int(n), a) for n, a in record["accuracy"].items()):
-        if accuracy < at_least:
-            break
-        held = length
-    return held
-
-
 def records() -> list[dict]:
     """The records in ``OUT``, each with its cell from the file name (``method``, ``digits``, ``seed``)."""
     found = []
@@ -141,7 +132,7 @@ def grid_table(found: list[dict]) -> None:
             by_length = [cell(values) if values else "–" for values in tested]
             middle = sorted(runs, key=lambda r: r["train_steps"])[len(runs) // 2]
             print(f"| {task} | `{method}` | {runs[0]['shape']} | {len(runs)} | " + " | ".join(by_length) +
-                  f" | {' / '.join(str(held_to(r, 0.90)) for r in runs)} | {middle['train_steps']:,} | {middle['train_examples'] / 1e6:.2f} | {middle['train_seconds']:,.0f} | "
+                  f" | {' / '.join(str(held_to(r['accuracy'], 0.90)) for r in runs)} | {middle['train_steps']:,} | {middle['train_examples'] / 1e6:.2f} | {middle['train_seconds']:,.0f} | "
                   f"{cell([r['valid_acc'] for r in runs])} |")
 
 
@@ -153,7 +144,7 @@ def sweep_table(found: list[dict]) -> None:
             runs = [r for r in found if r["task"] == "addition" and r["method"] == method and r["digits"] == digits]
             if not runs:
                 continue
-            spans = [" / ".join(f"{held_to(r, at)} ({held_to(r, at) / digits:.1f}×)" for r in runs) for at in (0.99, 0.90)]
+            spans = [" / ".join(f"{held_to(r['accuracy'], at)} ({held_to(r['accuracy'], at) / digits:.1f}×)" for r in runs) for at in (0.99, 0.90)]
             print(f"| `{method}` | 1–{digits} | {len(runs)} | {spans[0]} | {spans[1]} | "
                   f"{statistics.median(r['train_examples'] + (r.get('interpolation_examples') or 0) for r in runs) / 1e6:.2f} |")
 

@@ -15,8 +15,8 @@ import os
 import shutil
 import sys
 
+from abcmini.outputs.method_views import held_to
 from abcmini.outputs.published import ANCHORS
-from common_protocol import held_to  # scripts/common_protocol.py
 from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "own-papers")
@@ -61,7 +61,7 @@ def run(name: str, seed: str) -> None:
 def longest(record: dict, at_least: float) -> str:
     """The longest tested length up to which every tested length holds ``at_least``, and its
     multiple of the training length."""
-    held = held_to(record, at_least)
+    held = held_to(record["accuracy"], at_least)
     return f"{held} ({held / record['train_digits']:.1f}×)" if held else "none"
 
 

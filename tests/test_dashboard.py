@@ -1,5 +1,6 @@
 """The dashboard of two small real roots, opened in a real browser (Debian's headless chromium)."""
 
+import glob
 import os
 import re
 import shutil
@@ -9,6 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from abcmini.nn.schemes import TODAYS_SCHEMES
+from abcmini.outputs.method_views import run_groups
+from abcmini.outputs.published import ANCHORS
 from abcmini.outputs.report import TASK_ORDER, collect
 from cli import app
 
@@ -139,10 +142,18 @@ def test_the_dashboard_of_two_roots_renders_in_a_real_browser(root, long_root, t
 @pytest.mark.skipif(not (CHROMIUM and DRIVER), reason="needs Debian's chromium and chromium-driver (.ci/run installs them)")
 def test_the_shipped_dashboard_draws_todays_methods_beside_abc_and_abs(tmp_path):
     """One plot per task of the decoder-only records: ABC, ABS from the encoder-decoder (in its
-    own colour) and today's methods, every trace drawn."""
+    own colour) and today's methods, every trace drawn; before them, per method, its paper's
+    figure as a star beside a line and a table row for every group of its runs, record files
+    (the scaled runs and the common protocol) among them."""
     out = tmp_path / "shipped.html"
-    assert CliRunner().invoke(app, ["dashboard", "results/decoder", "results/long", "--out", str(out)]).exit_code == 0
+    files = sorted(glob.glob("results/experiments/own-papers/*.json") + glob.glob("results/experiments/common-protocol/*.json"))
+    result = CliRunner().invoke(app, ["dashboard", "results/decoder", "results/long", *files, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    every = [r for root in ("results/decoder", "results/long", *files) for r in collect(root)]
     driver = chrome()
+    views = ("return Array.from(document.querySelectorAll('section.method')).map(s => [s.querySelector('h2').id, "
+             "s.querySelector('.js-plotly-plot').querySelectorAll('.trace').length, s.querySelector('.js-plotly-plot').data.map("
+             "t => t.mode), s.querySelectorAll('table.method tr').length - 1])")
     script = ("return Array.from(document.querySelectorAll('section.todays .js-plotly-plot')).map(p => [p.querySelectorAll('.trace').length, "
               "p.data.filter(t => t.mode === 'lines+markers').map(t => [t.name, t.line.color, t.marker.symbol])])")
     try:
@@ -160,6 +171,13 @@ def test_the_shipped_dashboard_draws_todays_methods_beside_abc_and_abs(tmp_path)
             assert set(names) == ours | {"vanilla+w=1+T=3 (encoder-decoder)"}, task
             assert names["vanilla+w=1+T=3 (encoder-decoder)"] == "#17becf" and drawn >= len(traces)
             assert len({(color, symbol) for _, color, symbol in traces}) == len(traces)  # each method its own style
+        drawn_views = driver.execute_script(views)
+        assert [view[0] for view in drawn_views] == [f"method-{scheme}" for scheme in TODAYS_SCHEMES]
+        for view, drawn, modes, rows in drawn_views:
+            scheme = view.removeprefix("method-")
+            groups = run_groups(every, scheme)
+            assert (modes.count("lines+markers"), rows, drawn) == (len(groups), len(groups), len(modes)) and len(groups) > 1, scheme
+            assert modes.count("markers") == sum(a.scheme == scheme for a in ANCHORS)  # its paper's figure: a star
         assert [e for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")] == []
     finally:
         driver.quit()

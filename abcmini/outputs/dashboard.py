@@ -6,7 +6,8 @@ shaded, a log length axis once lengths reach the hundreds), both of the paper's 
 paper's, and per cell a folded block: its accuracy per length, training steps and, where the run
 directory holds its checkpoint, its training curve, attention and scaffold per head and its
 calibrated lines. First, where records hold today's methods (randomized positions, FIRE,
-Abacus, Position Coupling), those beside ABC and ABS per task. A method has one colour and one
+Abacus, Position Coupling), each method's paper figure beside every group of its runs
+(``method_views``), then those methods beside ABC and ABS per task. A method has one colour and one
 marker in every plot. Built from the same records as ``report``.
 """
 
@@ -23,6 +24,7 @@ from plotly.subplots import make_subplots
 
 from abcmini.nn.biases import Window, scaffold_from_state, stacked
 from abcmini.nn.calibrate import average_attention
+from abcmini.outputs.method_views import COLUMNS, method_views
 from abcmini.outputs.paper import paper_accuracy
 from abcmini.nn.schemes import TODAYS_SCHEMES
 from abcmini.outputs.report import (ABS_ROWS, LONG_LENGTH, MAIN_LENGTHS, MAIN_ROWS, METHODS_NOTE, PUBLISHED_COLUMNS, PUBLISHED_NOTE, TASK_ORDER,
@@ -284,10 +286,11 @@ def tested(records: list[dict]) -> set:
 
 
 def todays_section(groups: list[tuple[tuple, list[dict]]], first: bool) -> tuple[str, bool]:
-    """Today's methods beside ABC and ABS, for each protocol that ran today's methods: accuracy
-    against length per task and the table of ``report.methods_rows``. ABC and ABS cells the
-    protocol lacks come from another protocol tested at the same lengths (another model), the
-    model named beside the method."""
+    """Today's methods beside ABC and ABS, for each protocol that ran today's methods and has ABC
+    or ABS to set beside them: accuracy against length per task and the table of
+    ``report.methods_rows``. ABC and ABS cells the protocol lacks come from another protocol tested
+    at the same lengths (another model), the model named beside the method. (A protocol of
+    today's methods alone is in their own views, ``method_views``.)"""
     body = []
     for i, (key, group) in enumerate(groups):
         kept = pool(group)[0]
@@ -296,6 +299,8 @@ def todays_section(groups: list[tuple[tuple, list[dict]]], first: bool) -> tuple
         beside = [r for other, g in groups if other != key and tested(g) == tested(kept) for r in pool(g)[0]]
         arch = kept[0].get("arch", "encoder-decoder")
         groups_beside = methods_beside(kept, beside)
+        if not any(family(method) in ("ABC", "ABS") for _, method, _ in groups_beside):
+            continue
         labelled = [{**r, "method": r["method"] if model == arch else f"{r['method']} ({model_name(model)})"}
                     for (_, _, model), runs in groups_beside.items() for r in runs]
         cells = summarize(labelled)
@@ -324,21 +329,28 @@ def build(roots) -> str:
                 records.append(record)
     if not records:
         raise StoreError(f"no result records (eval.json) under {', '.join(repr(r) for r in roots)}")
-    groups = by_protocol(records)
-    contents = "".join(f"<li><a href='#todays-{i}'>Today's methods beside ABC and ABS: {html.escape(describe_protocol(key))}</a></li>"
-                       for i, (key, group) in enumerate(groups) if any(family(r["method"]) in TODAYS_SCHEMES for r in group))
-    contents += "".join(f"<li><a href='#protocol-{i}'>{html.escape(describe_protocol(key))}</a>: {len(group)} records</li>"
-                        for i, (key, group) in enumerate(groups))
-    body, first = [f"<h1>abcmini: {html.escape(', '.join(roots))}</h1>",
-                   f"<p>{len(records)} result records in {len(groups)} protocol{'s' * (len(groups) != 1)}. A method has one colour and "
-                   "one marker in every plot; methods are nudged apart along the length axis so equal lines stay visible (hover shows "
-                   "the length); the grey band marks the training lengths. Click a legend entry to switch a method off, "
-                   f"double-click to show it alone.</p><ul>{contents}</ul>"], True
+    groups, body, first = by_protocol(records), [], True
+    views = method_views(records)
+    for scheme, paper, figure, rows in views:
+        body.append(f"<section class='method'><h2 id='method-{scheme}'>{scheme}: its paper's figure and every run of it</h2>"
+                    f"<p>Its paper: {html.escape(paper)}.</p>{figure_html(figure, first)}{rows_html('method', COLUMNS, rows)}</section>")
+        first = False
     section, first = todays_section(groups, first)
     body.append(section)
     for i, (key, group) in enumerate(groups):
-        section, first = section_html(key, group, i, first)
-        body.append(section)
+        protocol_section, first = section_html(key, group, i, first)
+        body.append(protocol_section)
+    contents = "".join(f"<li><a href='#method-{scheme}'>{scheme}: its paper's figure and every run of it</a></li>" for scheme, *_ in views)
+    contents += "".join(f"<li><a href='#todays-{i}'>Today's methods beside ABC and ABS: {html.escape(describe_protocol(key))}</a></li>"
+                        for i, (key, _) in enumerate(groups) if f"id='todays-{i}'" in section)
+    contents += "".join(f"<li><a href='#protocol-{i}'>{html.escape(describe_protocol(key))}</a>: {len(group)} records</li>"
+                        for i, (key, group) in enumerate(groups))
+    head = [f"<h1>abcmini: {html.escape(', '.join(roots))}</h1>",
+            f"<p>{len(records)} result records in {len(groups)} protocol{'s' * (len(groups) != 1)}. A method has one colour and "
+            "one marker in every plot; methods are nudged apart along the length axis so equal lines stay visible (hover shows "
+            "the length); the grey band marks the training lengths. Click a legend entry to switch a method off, "
+            f"double-click to show it alone.</p><ul>{contents}</ul>"]
+    body = head + body
     return f"{HEAD}<style>{STYLE}</style></head><body>{''.join(body)}{RESIZE}</body></html>"
 
 

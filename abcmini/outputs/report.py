@@ -27,15 +27,16 @@ RECORD_FIELDS = ("task", "method", "seed", "accuracy")
 
 
 def collect(runs_dir: str) -> list[dict]:
-    """Every result record (``eval.json``) below ``runs_dir``, with its run directory in ``run``;
-    a record's tests in another frame or test seed (``other_tests``) as records of their own."""
+    """Every result record (``eval.json``) below ``runs_dir`` (or the record file ``runs_dir``),
+    with its run directory (or the file) in ``run``; a record's tests in another frame or test
+    seed (``other_tests``) as records of their own."""
     found = []
     for path in record_paths(runs_dir):
         record = check_fields(path, "result record", load_json(path, "result record"), RECORD_SCHEMA)
         missing = [key for key in RECORD_FIELDS if key not in record]
         if missing:
             raise StoreError(f"result record {path!r} lacks {', '.join(missing)}")
-        run = os.path.dirname(path)
+        run = os.path.dirname(path) if os.path.basename(path) == EVAL_FILE else path
         found.append({**{k: v for k, v in record.items() if k != OTHER_TESTS}, "run": run})
         found += [{**found[-1], **test, "run": f"{run} ({key})"} for key, test in (record.get(OTHER_TESTS) or {}).items()]
     return found
@@ -43,7 +44,9 @@ def collect(runs_dir: str) -> list[dict]:
 
 def record_paths(runs_dir: str) -> list[str]:
     """Every ``eval.json`` below ``runs_dir``, walked without entering symlinked folders (a link
-    back up would loop) and each file once, however many links lead to it."""
+    back up would loop) and each file once, however many links lead to it; a file, itself."""
+    if os.path.isfile(runs_dir):
+        return [runs_dir]
     paths = {}
     for folder, _, files in os.walk(runs_dir):
         if EVAL_FILE in files:

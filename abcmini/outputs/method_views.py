@@ -1,0 +1,110 @@
+"""Today's methods one by one (the dashboard's first view): for each scheme, its paper's own
+figure, then every group of its runs (a task, a model shape, a training length and a budget), so
+a reader sees how close each run comes to its paper before seeing the method beside ABC. Lengths
+are read as multiples of the group's longest training number, the unit the papers report in.
+"""
+
+import html
+import re
+import statistics
+
+import plotly.graph_objects as go
+
+from abcmini.config import POOL_DIGITS
+from abcmini.nn.schemes import TODAYS_SCHEMES
+from abcmini.outputs.published import ANCHORS
+from abcmini.outputs.report import describe_protocol, family, protocol
+
+BUDGET_KEYS = ("steps", "train_on", "min_steps")  # the overrides that set a run's budget
+
+
+def held_to(accuracy: dict, at_least: float) -> int:
+    """The longest tested length up to which every tested length holds ``at_least`` (0: none)."""
+    held = 0
+    for length, value in sorted((int(n), a) for n, a in accuracy.items()):
+        if value < at_least:
+            break
+        held = length
+    return held
+
+
+def run_groups(records: list[dict], scheme: str) -> dict[tuple, list[dict]]:
+    """``scheme``'s records grouped by task, protocol and budget: the seeds of one setting."""
+    groups: dict[tuple, list[dict]] = {}
+    for record in records:
+        if family(record["method"]) == scheme:
+            budget = tuple((k, str(record.get("overrides", {}).get(k))) for k in BUDGET_KEYS)
+            groups.setdefault((record["task"], record["method"], protocol(record), budget), []).append(record)
+    return groups
+
+
+def budget_text(key: tuple) -> str:
+    """The budget a group's command set (``steps 14000, train on 9.0``), or ''."""
+    return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in key[3] if v != "None")
+
+
+def group_label(key: tuple) -> str:
+    task, method, proto, _ = key
+    return f"{task} · {method} · {describe_protocol(proto)}" + (f" · {budget_text(key)}" if budget_text(key) else "")
+
+
+def medians(runs: list[dict]) -> dict[int, float]:
+    """Median exact match over the runs at each length any of them was tested at."""
+    lengths = sorted({int(n) for r in runs for n in r["accuracy"]})
+    return {n: statistics.median(r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]) for n in lengths}
+
+
+def anchor_percent(text: str) -> float:
+    """The number in a published figure as its authors state it ("up to 99%", "> 95%")."""
+    return float(re.search(r"\d+(\.\d+)?", text).group())
+
+
+def ratio_figure(scheme: str, groups: dict[tuple, list[dict]]) -> go.Figure:
+    """Exact match (median over seeds) against length ÷ the longest training length, one line per
+    group, and the paper's figure as a star at its own ratio."""
+    fig = go.Figure()
+    for key, runs in groups.items():
+        digits = runs[0].get("train_digits", POOL_DIGITS)
+        per_length = medians(runs)
+        fig.add_trace(go.Scatter(x=[n / digits for n in per_length], y=[100 * a for a in per_length.values()],
+                                 mode="lines+markers", name=", ".join(filter(None, (
+                                     key[0], runs[0].get("shape") or runs[0].get("preset"), f"1–{digits}", budget_text(key)))),
+                                 customdata=list(per_length), hovertext=[group_label(key)] * len(per_length),
+                                 hovertemplate="%{hovertext}<br>%{customdata} digits: %{y:.2f}%<extra></extra>"))
+    for anchor in (a for a in ANCHORS if a.scheme == scheme):
+        fig.add_trace(go.Scatter(x=[anchor.ratio], y=[anchor_percent(anchor.accuracy)], mode="markers",
+                                 marker={"symbol": "star", "size": 14, "color": "black"}, name=f"its paper: {anchor.source}",
+                                 hovertemplate=f"{html.escape(anchor.method)}: {anchor.accuracy} at {anchor.tested_digits} digits "
+                                               f"from 1–{anchor.trained_digits}<extra></extra>"))
+    fig.update_layout(title=f"{scheme}: exact match against length ÷ longest training length (★: its paper)",
+                      xaxis_title="length ÷ longest training length (log scale)", yaxis_title="exact match (%)",
+                      yaxis_range=[-3, 103], height=380, margin={"t": 50, "b": 40})
+    fig.update_xaxes(type="log")
+    return fig
+
+
+def group_row(key: tuple, runs: list[dict]) -> list[str]:
+    digits = runs[0].get("train_digits", POOL_DIGITS)
+    spans = [" / ".join(f"{held_to(r['accuracy'], at)} ({held_to(r['accuracy'], at) / digits:.1f}×)" for r in runs) for at in (0.99, 0.90)]
+    middle = sorted(runs, key=lambda r: r.get("train_examples") or 0)[len(runs) // 2]
+    shown = " · ".join(f"{n}: {100 * a:.2f}" for n, a in medians(runs).items())
+    return [group_label(key), f"1–{digits}", str(len(runs)), shown, *spans,
+            f"{(middle.get('train_examples') or 0) / 1e6:.2f}", f"{middle.get('train_seconds') or 0:,.0f}"]
+
+
+COLUMNS = ("runs", "trained on", "seeds", "exact match (%) by length, median", "≥ 99% to, per seed (×)", "≥ 90% to, per seed (×)",
+           "examples (M), median run", "training s")
+
+
+def method_views(records: list[dict]) -> list[tuple[str, str, go.Figure, list[list[str]]]]:
+    """``(scheme, its paper's figure, plot, table rows)`` for each of today's schemes with records."""
+    views = []
+    for scheme in TODAYS_SCHEMES:
+        groups = run_groups(records, scheme)
+        if not groups:
+            continue
+        paper = "; ".join(f"{a.method} ({a.source}): {a.accuracy} at {a.tested_digits} digits from 1–{a.trained_digits} "
+                          f"({a.ratio:.2f}×)" for a in ANCHORS if a.scheme == scheme) or "no exact-match figure on decimal arithmetic"
+        rows = [group_row(key, runs) for key, runs in sorted(groups.items(), key=lambda kv: group_label(kv[0]))]
+        views.append((scheme, paper, ratio_figure(scheme, groups), rows))
+    return views

@@ -1,0 +1,47 @@
+"""The dashboard's view of each of today's methods: its paper's figure beside every group of its
+runs, a group being the seeds of one task, shape, training length and budget."""
+
+import json
+
+from typer.testing import CliRunner
+
+from abcmini.outputs.method_views import group_row, held_to, method_views, run_groups
+from abcmini.outputs.report import collect
+from cli import app
+
+OWN = "results/experiments/own-papers/addition-coupling+varied-1layer-d128-train15"
+
+
+def test_held_to_is_the_longest_length_up_to_which_every_tested_length_holds():
+    accuracy = {"20": 0.995, "6": 0.999, "10": 0.95, "60": 0.2}
+    assert (held_to(accuracy, 0.99), held_to(accuracy, 0.90), held_to(accuracy, 0.1), held_to({"6": 0.5}, 0.9)) == (6, 20, 60, 0)
+
+
+def test_runs_of_one_shape_with_other_budgets_or_operands_are_groups_of_their_own():
+    records = [r for suffix in ("", "-3x-budget", "-unequal") for r in collect(f"{OWN}{suffix}-s0.json")]
+    groups = run_groups(records, "coupling")
+    assert len(groups) == 3 and all(len(runs) == 1 for runs in groups.values())
+    budget = next(runs for runs in groups.values() if runs[0]["overrides"].get("train_on") == 9.0)
+    row = group_row(next(k for k, v in groups.items() if v is budget), budget)
+    held = [held_to(budget[0]["accuracy"], at) for at in (0.99, 0.90)]
+    assert row[1] == "1–15" and row[4:6] == [f"{h} ({h / 15:.1f}×)" for h in held] and "steps 14000, train on 9.0" in row[0]
+    assert run_groups(records, "abacus") == {}
+
+
+def test_each_view_names_its_papers_figure_and_randomized_positions_have_none():
+    records = collect("results/decoder")
+    views = {scheme: (paper, rows) for scheme, paper, _, rows in method_views(records)}
+    assert set(views) == {"random", "fire", "abacus", "coupling"}
+    assert "200 digits from 1–30 (6.67×)" in views["coupling"][0] and "no exact-match figure" in views["random"][0]
+    assert all(len(rows) == len(run_groups(records, scheme)) for scheme, (_, rows) in views.items())
+
+
+def test_the_dashboard_reads_record_files_and_refuses_a_file_that_is_no_record(tmp_path):
+    out = tmp_path / "methods.html"
+    result = CliRunner().invoke(app, ["dashboard", f"{OWN}-s0.json", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "<h2 id='method-coupling'>" in out.read_text()
+    (tmp_path / "other.json").write_text(json.dumps({"not": "a record"}))
+    bad = CliRunner().invoke(app, ["dashboard", str(tmp_path / "other.json"), "--out", str(tmp_path / "x.html")])
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1 and "other.json" in bad.output
+    assert not (tmp_path / "x.html").exists()
