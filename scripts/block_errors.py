@@ -12,6 +12,7 @@ import sys
 import torch
 
 from abcmini import pipeline
+from abcmini.nn.biases import output_coordinates
 from abcmini.store import load_checkpoint
 from abcmini.tasks import extrapolation_operands, format_task
 from abcmini.train import load_model
@@ -28,9 +29,10 @@ def main(run_dir: str, lengths: str, examples: int = 200, rows: bool = False) ->
         with torch.no_grad():
             logits, _ = model(example.src, example.tgt_in)
         right = logits.argmax(-1) == example.tgt_out
-        per_row = right.float().mean(dim=0).view(blocks, -1)
+        block_of = output_coordinates(right.shape[1], blocks, keys=False, growing=cfg.task == "multiply")[0]
+        per_row = [right[:, block_of == b].float().mean(dim=0) for b in range(blocks)]
         print(f"{length} digits, {blocks} blocks: exact {right.all(dim=1).float().mean():.2%}; worst row per block "
-              + " ".join(f"{w:.2f}" for w in per_row.min(dim=1).values.tolist()))
+              + " ".join(f"{block.min():.2f}" for block in per_row))
         for block in per_row if rows else ():
             print("  " + " ".join(f"{x:.2f}" for x in block.tolist()))
 
