@@ -66,10 +66,15 @@ def batch_for(cfg: RunConfig, pad_width: int, batch_size: int, operands: int = O
     return batch_size
 
 
+def example_bytes(cfg: RunConfig, pad_width: int, operands: int = OPERANDS) -> int:
+    """Bytes a forward pass of one example may need at ``pad_width`` (multiadd: of ``operands``)."""
+    return step_bytes(replace(cfg, pad_width=max(pad_width, cfg.train_digits)), 1, grad=False, operands=operands)
+
+
 def check_evaluation(cfg: RunConfig, widest: int, device, operands: int = OPERANDS) -> None:
     """Refuse an evaluation whose smallest batch cannot fit in memory at the widest test frame
     (multiadd: with the most ``operands``)."""
-    needs = step_bytes(replace(cfg, pad_width=max(widest, cfg.train_digits)), 1, grad=False, operands=operands)
+    needs = example_bytes(cfg, widest, operands)
     have = available_bytes(device)
     if needs > have:
         raise UserError(f"evaluating at pad width {widest} needs about {needs / GIB:,.1f} GiB of memory for one example; "

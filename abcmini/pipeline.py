@@ -19,7 +19,7 @@ from abcmini.errors import UserError
 from abcmini.evaluate import GeometryError, extrapolation_hits, final_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
 from abcmini.outputs.figures import attention_figures, bias_figures, calibration_figures, close
-from abcmini.limits import batch_for, check_evaluation, check_writable
+from abcmini.limits import EVAL_BUDGET, batch_for, check_evaluation, check_writable, example_bytes
 from abcmini.config import Calibration, check_test_frame
 from abcmini.store import CHECKPOINT, checkpoint_identity, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
 from abcmini.tasks import (BLOCK_TASKS, OPERANDS, POOL_DIGITS, Example, Pool, detokenize, digit_mask, extrapolation_operands, extrapolation_set_size, format_task, operand_count,
@@ -111,7 +111,8 @@ LINE_COLUMNS = ("layer", "attention", "direction", "head", "line", "value")  # a
 def picture_examples(experiment: Experiment | None, cfg: RunConfig, device, lengths=PICTURE_LENGTHS) -> dict[int, Example]:
     """The first input of each length's test set, in the frame the run is tested in (one that
     follows the length where the protocol's fixed frame is too narrow); a length the model
-    cannot take (its position range, memory) is left out."""
+    cannot take (its position range) is left out, and so is one whose single pass needs more
+    than a test batch may hold (``EVAL_BUDGET``: multiply's 100-digit scratchpad has 15,150 rows)."""
     examples = {}
     for length in lengths:
         try:
@@ -119,8 +120,9 @@ def picture_examples(experiment: Experiment | None, cfg: RunConfig, device, leng
                 (frame,) = test_frames(experiment, cfg, [length])
             except GeometryError:
                 (frame,) = test_frames(experiment, cfg, [length], "follows")
-            check_evaluation(cfg, frame, device, operand_count(length))
         except UserError:
+            continue
+        if example_bytes(cfg, frame, operand_count(length)) > EVAL_BUDGET:
             continue
         a, b = extrapolation_operands(cfg.task, length, 0)
         examples[length] = format_task(cfg.task, a[:1], None if b is None else b[:1], frame, cfg.aligned)

@@ -8,8 +8,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from abcmini.experiment import Cell, resolve
 from abcmini.nn.biases import NEG_INF, BlockCalibrated, BlockLines, segments_of
 from abcmini.nn.calibrate import calibrate_blocks
+from abcmini.pipeline import picture_examples
+from abcmini.recipes import MULTIADD
 from abcmini.store import load_checkpoint
 from abcmini.tasks import Pool, detokenize, digit_mask, extrapolation_operands, format_task, sequence_lengths, training_operands
 from abcmini.train import load_model
@@ -126,6 +129,16 @@ def test_calibration_recovers_the_product_lines_the_attention_follows():
     open_lines = {(label, head, line) for label, head, kept in table.lines() for line, _ in kept}
     assert {("number a", 0, 0), ("number b", 1, 0)} <= open_lines
     assert not {(label, head) for label, head, line in open_lines if line != "marker"} - {("number a", 0), ("number b", 1)}
+
+
+def test_a_picture_leaves_out_a_length_whose_one_pass_would_not_fit_a_test_batch():
+    """The attention pictures a tracked run logs: multiply's 100-digit scratchpad (15,150 rows,
+    about 15 GiB for one pass with weights) is left out; its 7 and 20 digits, and Successor's
+    100, are drawn."""
+    experiment = resolve(MULTIADD, Cell.of("multiply", "vanilla", 0))
+    assert sorted(picture_examples(experiment, experiment.run, "cpu")) == [7, 20]
+    successor = resolve(MULTIADD, Cell.of("successor", "vanilla", 0))
+    assert sorted(picture_examples(successor, successor.run, "cpu")) == [7, 20, 100]
 
 
 @pytest.mark.integration
