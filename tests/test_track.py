@@ -169,6 +169,20 @@ def test_calibration_logs_attention_and_bias_heatmaps(offline, tmp_path):
     assert run.summary["calibration/seconds"] > 0
 
 
+def test_calibrating_block_lines_logs_them_as_one_table_markers_included(offline, tmp_path):
+    out = tmp_path / "run"
+    trained = invoke("train", "--recipe", "multiadd", "--task", "multiadd", "--preset", "tiny", "--train-digits", 2, "--pad-width", 3,
+                     "--lengths", 3, "--steps", 4, "--eval-every", 4, "--valid-size", 8, "--no-wandb", "--out", out)
+    assert trained.exit_code == 0, trained.output
+    result = invoke("calibrate", out, "--samples", 20, "--min-accuracy", 0)
+    assert result.exit_code == 0 and "wandb tracking failed" not in result.output, result.output
+    (run,) = read_offline_runs(offline)
+    (lines,) = run.media("calibration/lines")
+    table = json.loads(open(lines).read())
+    assert table["columns"] == ["layer", "attention", "direction", "head", "line", "value"]
+    assert {row[4] for row in table["data"]} >= {"marker"} and all(isinstance(row[4], str) for row in table["data"])
+
+
 SMALL = "base: quick\npad_width: 12\nabc_pad_width: 11\nlengths: [6, 12]\neval_every: 100\nvalid_size: 300\nabc_train_on: 1.0\ncalibration: {samples: 200, kappa_cross: 2.5}\n"
 
 

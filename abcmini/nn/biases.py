@@ -432,12 +432,13 @@ def open_lines(scaffold: Calibrated | PerLayer | BlockCalibrated) -> list[str]:
 
 def line_rows(scaffold: Calibrated | PerLayer | BlockCalibrated) -> list[tuple]:
     """``(layer, attention, direction, head, line, value)`` for every open line of an ABC
-    scaffold (layer ``every`` where one bias serves all layers): the bias as a table."""
+    scaffold (layer ``every`` where one bias serves all layers): the bias as a table. A line is
+    text (``-1``, or a block's ``marker``), so that a column holds one type."""
     rows = []
     for name, table in scaffold.tables():
         layer, _, attention = name.rpartition(" ")  # "layer 0 cross" or "cross"
         for label, head, lines in table.lines():
-            rows += [(layer.removeprefix("layer ") or "every", attention, label, head, line, value) for line, value in lines]
+            rows += [(layer.removeprefix("layer ") or "every", attention, label, head, str(line), value) for line, value in lines]
     return rows
 
 
