@@ -80,9 +80,10 @@ def extrapolation_accuracy(model, task: str, length: int, pad_width: int, seed: 
 @torch.no_grad()
 def final_accuracy(model, example: Example, hits: torch.Tensor, batch_size: int = 1000) -> float:
     """Exact match of a scratchpad's final number alone (the tokens after the output's last
-    separator, EOS included): every exact answer, and each other example decoded greedily, its
-    own scratchpad fed back, so a slip the model recovers from still counts."""
-    start = int((example.tgt_out[0] == PLUS).nonzero().max()) + 1
+    separator that a digit follows, to the end): every exact answer, and each other example
+    decoded greedily, its own scratchpad fed back, so a slip the model recovers from still counts."""
+    target = example.tgt_out[0]
+    start = int(((target[:-1] == PLUS) & (target[1:] < 10)).nonzero().max()) + 1
     right, misses = hits.clone(), (~hits).nonzero().flatten()
     device = next(model.parameters()).device
     for chunk in misses.split(batch_size):

@@ -28,7 +28,9 @@ Sequence layout (paper §3.3, DESIGN.md §2), for pad width ``P``:
   (``b_j`` the digit of significance ``j``), reversed, ``s_j`` in ``P + j + 1`` digits (it is
   below ``10^(P+j+1)``), so every block ends one row above its last digit of ``a``;
   ``s_{P−1} = a·b``. A row of block ``j`` adds one digit product ``a_{i−j}·b_j`` to the previous
-  block's digit. ``$12*34&`` (``P`` 2) → ``840+8040``: ``s_0 = 48``, ``s_1 = 408``.
+  block's digit. Every block ends with ``+``, the last one too: the end comes in the row where
+  ``b`` has no digit left, as a block of its own. ``$12*34&`` (``P`` 2) → ``840+8040+``:
+  ``s_0 = 48``, ``s_1 = 408``.
 """
 
 from dataclasses import dataclass
@@ -68,8 +70,8 @@ def sequence_lengths(task: str, pad_width: int, aligned: bool = False, operands:
         return pad_width + 1, pad_width + 2
     if task == "multiadd":
         return operands * (pad_width + 1) + 1, operands * (pad_width + SUM_EXTRA + 1)
-    if task == "multiply":  # block j: P + j + 1 digits and its separator
-        return 2 * pad_width + 3, 3 * pad_width * (pad_width + 1) // 2
+    if task == "multiply":  # block j: P + j + 1 digits and its separator; then the end
+        return 2 * pad_width + 3, 3 * pad_width * (pad_width + 1) // 2 + 1
     if aligned:
         return 1 + 2 * pad_width, pad_width + 2
     return pad_width + 2 + (pad_width if task == "addition" else 1), pad_width + 2
@@ -223,7 +225,7 @@ def _partial_sums(a: torch.Tensor, b: torch.Tensor) -> Example:
         total = pad_digits(add_digits(total, product), 2 * width)
         blocks.append(torch.cat([total.flip(1)[:, : width + j + 1], separator], dim=1))
     times, end = torch.full((n, 1), TIMES, device=device), torch.full((n, 1), EOS, device=device)
-    return _with_sos_eos(torch.cat([_with_boundary(a), times, b, end], dim=1), torch.cat(blocks, dim=1)[:, :-1])
+    return _with_sos_eos(torch.cat([_with_boundary(a), times, b, end], dim=1), torch.cat(blocks, dim=1))
 
 
 def _with_boundary(digits: torch.Tensor) -> torch.Tensor:

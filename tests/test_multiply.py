@@ -25,14 +25,14 @@ def value(digit_row) -> int:
 
 def test_the_worked_example_and_random_products_are_partial_sums():
     ex = format_task("multiply", torch.tensor([[1, 2]]), torch.tensor([[3, 4]]), 2)
-    assert detokenize(ex.src[0]) == "$12*34&" and detokenize(ex.tgt_out[0]) == "840+8040&"
+    assert detokenize(ex.src[0]) == "$12*34&" and detokenize(ex.tgt_out[0]) == "840+8040+&"
     generator = torch.Generator().manual_seed(0)
     a, b = (torch.randint(10, (40, 6), generator=generator) for _ in range(2))
     ex = format_task("multiply", a, b, 9)
     assert (ex.src.shape[1], ex.tgt_in.shape[1]) == sequence_lengths("multiply", 9)
     for row in range(40):
         x, y = value(a[row]), value(b[row])
-        blocks = detokenize(ex.tgt_out[row])[:-1].split("+")
+        blocks = detokenize(ex.tgt_out[row])[:-2].split("+")
         assert len(blocks) == 9 and [len(block) for block in blocks] == list(range(10, 19))
         assert [int(block[::-1]) for block in blocks] == [x * (y % 10 ** (j + 1)) for j in range(9)]
         assert int(blocks[-1][::-1]) == x * y
@@ -62,12 +62,15 @@ def test_a_test_set_holds_l_by_l_products_and_products_of_unequal_lengths_either
 
 def reads(width: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``[q]`` the input column of ``a_{i−j}`` (−1 where block ``j``'s row ``i`` has none) and of
-    ``b_j``, for every decoder row of ``$a*b&`` at pad ``width``, counted from the format itself."""
+    ``b_j`` (−1 in the end row), for every decoder row of ``$a*b&`` at pad ``width``, counted from
+    the format itself."""
     a_col, b_col = [], []
     for j in range(width):  # block j: width + j + 1 digits, then its separator
         for i in range(width + j + 2):
             a_col.append(1 + width - 1 - (i - j) if 0 <= i - j < width else -1)
             b_col.append(width + 2 + width - 1 - j)
+    a_col.append(-1)  # the end: block `width`, where b has no digit left
+    b_col.append(-1)
     return torch.tensor(a_col), torch.tensor(b_col)
 
 
@@ -90,7 +93,9 @@ def test_product_lines_read_a_at_the_blocks_shift_and_the_digit_of_b_the_block_n
     has_a = a_col >= 0
     assert (opened[0].sum(-1)[has_a] == 1).all() and torch.equal(opened[0].float().argmax(-1)[has_a], a_col[has_a])
     assert (opened[0, ~has_a].sum(-1) == 1).all() and (opened[0, ~has_a, 0]).all()  # no a digit: the no-NaN column
-    assert (opened[1].sum(-1) == 1).all() and torch.equal(opened[1].float().argmax(-1), b_col)
+    has_b = b_col >= 0  # the end row: b has no digit left, only the no-NaN column
+    assert (opened[1].sum(-1) == 1).all() and torch.equal(opened[1].float().argmax(-1)[has_b], b_col[has_b])
+    assert opened[1, ~has_b, 0].all() and has_b[:-1].all()
     assert (opened[2].sum(-1) == 1).all() and (opened[2, :, -1]).all()
 
 
@@ -98,12 +103,13 @@ def test_product_lines_read_a_at_the_blocks_shift_and_the_digit_of_b_the_block_n
 def test_every_separator_row_sees_a_set_of_lines_no_other_row_of_its_block_sees(width):
     """A row learns where its block ends from the lines that fall off there: with the lines to
     ``a_{i−j}``, ``a_{i−j−1}`` and to the previous block's digits ``i`` and ``i − 1``, the
-    separator row of every block, block 0 too, has a pattern of empty lines of its own."""
+    separator row of every block, block 0 too, has a pattern of empty lines of its own, and with
+    the line to ``b_j`` the end row, after the last block, one no other row has."""
     n_src, n_q = sequence_lengths("multiply", width)
     own = torch.full((2, 2, 3), NEG_INF)  # self: head 0 the line (−1, 0), head 1 (−1, −1)
     own[0, 0, 1] = own[1, 0, 0] = 0.0
-    cross = torch.full((2, 3, 3), NEG_INF)  # cross: head 0 the line (a, 0), head 1 (a, −1)
-    cross[0, 0, 1] = cross[1, 0, 0] = 0.0
+    cross = torch.full((3, 3, 3), NEG_INF)  # cross: head 0 the line (a, 0), head 1 (a, −1), head 2 (b, 0)
+    cross[0, 0, 1] = cross[1, 0, 0] = cross[2, 1, 1] = 0.0
     lines = BlockCalibrated(BlockLines(own, -1, -1, cross=False), BlockLines(cross, 0, -1, cross=True, products=True))
     src = format_task("multiply", torch.tensor([[1, 2]]), torch.tensor([[3, 4]]), width).src[0]
     self_bias, cross_bias = lines(n_q, n_src, layout=segments_of(digit_mask(src)))
@@ -113,6 +119,7 @@ def test_every_separator_row_sees_a_set_of_lines_no_other_row_of_its_block_sees(
         rows = empty[:, start : start + width + j + 2].T.tolist()  # block j: width + j + 1 digits, separator
         assert rows[-1] not in rows[:-1], f"block {j}"
         start += width + j + 2
+    assert start == n_q - 1 and empty[:, -1].tolist() not in empty[:, :-1].T.tolist()  # the end row
 
 
 def test_calibration_recovers_the_product_lines_the_attention_follows():
