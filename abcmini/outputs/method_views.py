@@ -48,6 +48,13 @@ def group_label(key: tuple) -> str:
     return f"{task} · {method} · {describe_protocol(proto)}" + (f" · {budget_text(key)}" if budget_text(key) else "")
 
 
+def legend_name(key: tuple, run: dict) -> str:
+    """A group in a few words: task, method, shape, training lengths, operands, budget."""
+    unequal = "unequal operands" if run.get("operand_lengths") == "unequal" else ""
+    return ", ".join(filter(None, (key[0], key[1], run.get("shape") or run.get("preset"),
+                                   f"1–{run.get('train_digits', POOL_DIGITS)}", unequal, budget_text(key))))
+
+
 def medians(runs: list[dict]) -> dict[int, float]:
     """Median exact match over the runs at each length any of them was tested at."""
     lengths = sorted({int(n) for r in runs for n in r["accuracy"]})
@@ -67,8 +74,7 @@ def ratio_figure(scheme: str, groups: dict[tuple, list[dict]]) -> go.Figure:
         digits = runs[0].get("train_digits", POOL_DIGITS)
         per_length = medians(runs)
         fig.add_trace(go.Scatter(x=[n / digits for n in per_length], y=[100 * a for a in per_length.values()],
-                                 mode="lines+markers", name=", ".join(filter(None, (
-                                     key[0], runs[0].get("shape") or runs[0].get("preset"), f"1–{digits}", budget_text(key)))),
+                                 mode="lines+markers", name=legend_name(key, runs[0]),
                                  customdata=list(per_length), hovertext=[group_label(key)] * len(per_length),
                                  hovertemplate="%{hovertext}<br>%{customdata} digits: %{y:.2f}%<extra></extra>"))
     for anchor in (a for a in ANCHORS if a.scheme == scheme):
