@@ -209,16 +209,12 @@ BLOCK_REACH = 1  # block lines reach the neighbouring blocks only (calibrate_blo
 
 def block_band(kept: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:
     """``kept [h d ℓ]`` cut, per head and block offset, to the run of kept lines through column
-    ``anchors[d]`` (the digit a row reads first), the anchor counted as open: a lone lag line,
-    apart from that run, is cut; a head that reads the digit below more than its own (the
-    carry's) keeps that line though its own fell under the dropoff."""
-    shut = ~torch.isfinite(kept)
-    closed = torch.nn.functional.pad(shut.long().cumsum(-1), (1, 0))  # closed lines in columns < c
+    ``anchors[d]`` (the digit a row reads first): a lone lag line, apart from that run, is cut."""
+    closed = torch.nn.functional.pad((~torch.isfinite(kept)).long().cumsum(-1), (1, 0))  # closed lines in columns < c
     column = torch.arange(kept.shape[-1], device=kept.device)
     anchor = rearrange(anchors, "d -> d 1")
     low, high = torch.minimum(column, anchor), torch.maximum(column, anchor)
     between = closed[..., 1:].gather(-1, high.expand_as(kept)) - closed[..., :-1].gather(-1, low.expand_as(kept))
-    between = between - shut.long().gather(-1, anchor.expand(*kept.shape[:-1], 1))  # the anchor: open
     return kept.masked_fill(between > 0, NEG_INF)
 
 
