@@ -81,12 +81,12 @@ def product_lines(l_first: int = -2) -> torch.Tensor:
     return values
 
 
-@pytest.mark.parametrize("width", [3, 6])
+@pytest.mark.parametrize("width", [1, 3, 6])
 def test_product_lines_read_a_at_the_blocks_shift_and_the_digit_of_b_the_block_names(width):
     n_src, n_q = sequence_lengths("multiply", width)
     lines = BlockCalibrated(BlockLines(torch.full((3, 1, 2), NEG_INF), 0, 0, cross=False),
                             BlockLines(product_lines(), 0, -2, cross=True, products=True))
-    src = format_task("multiply", torch.tensor([[1, 2]]), torch.tensor([[3, 4]]), width).src[0]
+    src = format_task("multiply", torch.tensor([[2]]), torch.tensor([[4]]), width).src[0]
     _, bias = lines(n_q, n_src, layout=segments_of(digit_mask(src)))
     a_col, b_col = reads(width)
     opened = torch.isfinite(bias)

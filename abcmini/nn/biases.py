@@ -282,14 +282,15 @@ def output_coordinates(n: int, blocks: int, keys: bool, device=None,
                        growing: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(block, significance, marker)`` of each of the ``n`` decoder rows (``keys`` False: the
     digit a row emits) or columns (``keys``: the token a column holds, one step behind).
-    ``growing``: each block one token wider than the one before (multiply's running sums)."""
+    ``growing``: multiply's running sums, block ``j`` of ``blocks + j + 1`` digits and its
+    separator (``blocks`` is its pad width), then the end row."""
     i = torch.arange(n, device=device) - int(keys)
     if not growing:
         width = n // blocks
         significance = torch.remainder(i, width)
         return torch.div(i, width, rounding_mode="floor"), significance, significance == width - 1
     j = torch.arange(blocks + 1, device=device)
-    first = (n - blocks * (blocks - 1) // 2) // blocks  # block j holds first + j tokens
+    first = blocks + 2  # block j holds first + j tokens; the end row is block `blocks`
     starts = first * j + j * (j - 1) // 2
     block = torch.searchsorted(starts, i, right=True) - 1  # the SOS column (i = −1): block −1
     width = first + block

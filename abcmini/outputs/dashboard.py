@@ -285,13 +285,13 @@ def tested(records: list[dict]) -> set:
     return {n for r in records for n in r["accuracy"]}
 
 
-def todays_section(groups: list[tuple[tuple, list[dict]]], first: bool) -> tuple[str, bool]:
+def todays_section(groups: list[tuple[tuple, list[dict]]], first: bool) -> tuple[str, bool, list[int]]:
     """Today's methods beside ABC and ABS, for each protocol that ran today's methods and has ABC
     or ABS to set beside them: accuracy against length per task and the table of
     ``report.methods_rows``. ABC and ABS cells the protocol lacks come from another protocol tested
     at the same lengths (another model), the model named beside the method. (A protocol of
-    today's methods alone is in their own views, ``method_views``.)"""
-    body = []
+    today's methods alone is in their own views, ``method_views``.) Also: the protocols shown."""
+    body, shown = [], []
     for i, (key, group) in enumerate(groups):
         kept = pool(group)[0]
         if not any(family(r["method"]) in TODAYS_SCHEMES for r in kept):
@@ -301,6 +301,7 @@ def todays_section(groups: list[tuple[tuple, list[dict]]], first: bool) -> tuple
         groups_beside = methods_beside(kept, beside)
         if not any(family(method) in ("ABC", "ABS") for _, method, _ in groups_beside):
             continue
+        shown.append(i)
         labelled = [{**r, "method": r["method"] if model == arch else f"{r['method']} ({model_name(model)})"}
                     for (_, _, model), runs in groups_beside.items() for r in runs]
         cells = summarize(labelled)
@@ -311,7 +312,7 @@ def todays_section(groups: list[tuple[tuple, list[dict]]], first: bool) -> tuple
             body.append(f"<h3>{task}</h3>{figure_html(accuracy_figure(task, cells, key.train_digits), first)}{rows_html('methods', columns, rows)}")
             first = False
         body.append(f"<p>{html.escape(METHODS_NOTE)}</p></section>")
-    return "".join(body), first
+    return "".join(body), first, shown
 
 
 RESIZE = ("<script>document.querySelectorAll('details').forEach(d => d.addEventListener('toggle', () => "
@@ -335,14 +336,14 @@ def build(roots) -> str:
         body.append(f"<section class='method'><h2 id='method-{scheme}'>{scheme}: its paper's figure and every run of it</h2>"
                     f"<p>Its paper: {html.escape(paper)}.</p>{figure_html(figure, first)}{rows_html('method', COLUMNS, rows)}</section>")
         first = False
-    section, first = todays_section(groups, first)
+    section, first, shown = todays_section(groups, first)
     body.append(section)
     for i, (key, group) in enumerate(groups):
         protocol_section, first = section_html(key, group, i, first)
         body.append(protocol_section)
     contents = "".join(f"<li><a href='#method-{scheme}'>{scheme}: its paper's figure and every run of it</a></li>" for scheme, *_ in views)
     contents += "".join(f"<li><a href='#todays-{i}'>Today's methods beside ABC and ABS: {html.escape(describe_protocol(key))}</a></li>"
-                        for i, (key, _) in enumerate(groups) if f"id='todays-{i}'" in section)
+                        for i, (key, _) in enumerate(groups) if i in shown)
     contents += "".join(f"<li><a href='#protocol-{i}'>{html.escape(describe_protocol(key))}</a>: {len(group)} records</li>"
                         for i, (key, group) in enumerate(groups))
     head = [f"<h1>abcmini: {html.escape(', '.join(roots))}</h1>",
