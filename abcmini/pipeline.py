@@ -21,7 +21,7 @@ from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
 from abcmini.outputs.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.limits import EVAL_BUDGET, batch_for, check_evaluation, check_writable, example_bytes
 from abcmini.config import Calibration, check_test_frame
-from abcmini.store import CHECKPOINT, checkpoint_identity, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
+from abcmini.store import CHECKPOINT, checkpoint_identity, load_bias, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
 from abcmini.tasks import (BLOCK_TASKS, OPERANDS, POOL_DIGITS, Example, Pool, detokenize, digit_mask, extrapolation_operands, extrapolation_set_size, format_task, operand_count,
                            padding_cells, training_operands)
 from abcmini.outputs.track import ID_FILE, Tracker, artifact_name, run_config, under_agent
@@ -338,6 +338,26 @@ def train_source(experiment: Experiment, run_dir: str, device="cpu", hooks: Hook
     return trainer
 
 
+def source_fields(run_dir: str, source_dir: str, history: list, cfg: RunConfig) -> dict:
+    """An ABC cell's Vanilla source in its record: where it lies (relative to the run, so it
+    travels with the root) and what it cost to interpolate (steps, examples, seconds)."""
+    last = history[-1] if history else {}
+    return {"source": os.path.relpath(source_dir, run_dir), "interpolation_steps": last.get("step"),
+            "interpolation_examples": examples_at(last, cfg), "interpolation_seconds": last.get("seconds")}
+
+
+def recorded_source(run_dir: str, experiment: Experiment | None) -> dict:
+    """``source_fields`` of an ABC run tested by ``abcmini eval``, from the source its bias file
+    names (a cell stopped before its first test has none in its record); {} where it is gone."""
+    bias = os.path.join(run_dir, ABC_BIAS)
+    if experiment is None or experiment.calibration is None or not os.path.isfile(bias):
+        return {}
+    source = load_bias(bias).get("source")
+    if not source or not os.path.isfile(os.path.join(source, CHECKPOINT)):
+        return {}
+    return source_fields(run_dir, source, load_checkpoint(source)["history"], experiment.source_experiment().run)
+
+
 def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None, device="cpu",
              hooks: Hooks | None = None, tracking: Tracking = Tracking()) -> dict:
     """Train (resuming), calibrate (ABC), evaluate at the experiment's lengths; returns the
@@ -354,9 +374,7 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
             result = calibrate_stage(source_dir, bias_path, experiment.calibration, experiment, experiment.run, hooks,
                                      tracking, experiment.identity, source_experiment.identity)
             extra["calibration_seconds"] = result["seconds"]
-        last = source.history[-1] if source.history else {}
-        extra |= {"source": os.path.relpath(source_dir, run_dir), "interpolation_steps": last.get("step"),  # travels with the root
-                  "interpolation_examples": examples_at(last, source_experiment.run), "interpolation_seconds": last.get("seconds")}
+        extra |= source_fields(run_dir, source_dir, source.history, source_experiment.run)
         uses = artifact_name("abc-bias", experiment.identity)
 
     def evaluation(trainer, tracker):
@@ -422,7 +440,7 @@ def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Ho
             if experiment:
                 tracker.use(artifact_name("model", experiment.identity))
             result = evaluate(run_dir, experiment, cfg, model, state["history"], lengths, test_seed, hooks, tracker, batch_size=batch_size,
-                              test_frame=test_frame, weights=weights)
+                              test_frame=test_frame, weights=weights, **recorded_source(run_dir, experiment))
             log_pictures(tracker, model, experiment, cfg, state["step"])
             return result
 

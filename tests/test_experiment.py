@@ -316,6 +316,13 @@ def test_train_gives_reproduces_abc_cell_bit_for_bit(tmp_path):
     batch = QUICK.batch_size
     assert record["train_examples"] == record["train_steps"] * batch > 0
     assert record["interpolation_examples"] == record["interpolation_steps"] * batch > 0
+    # a cell stopped before its first test, tested by abcmini eval: its source's cost is in the record too
+    written = {k: record[k] for k in ("source", "interpolation_steps", "interpolation_examples", "interpolation_seconds")}
+    (tmp_path / "train" / "eval.json").unlink()
+    result = runner.invoke(app, ["eval", str(tmp_path / "train"), "--lengths", "6", "--no-wandb"])
+    assert result.exit_code == 0, result.output
+    tested = json.loads((tmp_path / "train" / "eval.json").read_text())
+    assert {k: tested.get(k) for k in written} == written and written["source"] == "source"
 
 
 @pytest.mark.slow
