@@ -3,6 +3,9 @@
 digits at any width, recovered by calibration), and cells through the command line."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -13,7 +16,7 @@ from abcmini.nn.biases import NEG_INF, BlockCalibrated, BlockLines, segments_of
 from abcmini.nn.calibrate import calibrate_blocks
 from abcmini.pipeline import picture_examples
 from abcmini.recipes import MULTIADD
-from abcmini.store import load_checkpoint
+from abcmini.store import load_checkpoint, save_bias
 from abcmini.tasks import Pool, detokenize, digit_mask, extrapolation_operands, format_task, sequence_lengths, training_operands
 from abcmini.train import load_model
 from cli import app
@@ -136,6 +139,35 @@ def test_calibration_recovers_the_product_lines_the_attention_follows():
     open_lines = {(label, head, line) for label, head, kept in table.lines() for line, _ in kept}
     assert {("number a", 0, 0), ("number b", 1, 0)} <= open_lines
     assert not {(label, head) for label, head, line in open_lines if line != "marker"} - {("number a", 0), ("number b", 1)}
+
+
+def test_block_lines_marks_a_line_the_dropoff_keeps_and_rule_band_cuts(tmp_path):
+    """scripts/block_lines.py on an averaged attention whose head 0 reads a only at the carry's
+    digit ``a_{i−j−1}`` (ℓ −1): rule band, a run through ℓ 0, cuts that line (``b``); the
+    procedure without the rule keeps it (``*``)."""
+    width = 5
+    n_src, n_q = sequence_lengths("multiply", width)
+    a_col, b_col = reads(width)
+    rows = torch.arange(n_q)
+    carry = (a_col >= 0) & (a_col < width)  # a_{i−j−1} is a digit of a (columns 1 … width)
+    cross = torch.full((2, n_q, n_src), 0.1 / n_src)
+    cross[0, rows[carry], a_col[carry] + 1] += 0.9
+    cross[0, rows[~carry], n_src - 1] += 0.9
+    cross[1, rows, b_col] += 0.9
+    self_attention = torch.full((2, n_q, n_q), 1.0 / n_q).tril()
+    for rules, mark in (("all", "b"), ("all,-band", "*")):
+        path = tmp_path / f"{rules}.pt"
+        calibration = {"kappa_self": 0.87, "kappa_cross": 2.5, "min_support": 0.5, "rules": rules, "layers": [0]}
+        save_bias(str(path), {"task": "multiply", "pad_width": width, "calibration": calibration,
+                              "attention": {"self": self_attention[None], "cross": cross[None]}})
+        printed = subprocess.run([sys.executable, os.path.join("scripts", "block_lines.py"), str(path), "cross"],
+                                 cwd=os.path.dirname(os.path.dirname(__file__)), capture_output=True, text=True, check=True).stdout
+        lines = printed.splitlines()
+        ells = next(line for line in lines if line.strip().startswith("ℓ:")).split(":")[1].split()[:-1]
+        row = next(line for line in lines if line.startswith("  h0  a:"))
+        cells = [row[9 + 7 * k : 16 + 7 * k] for k in range(len(ells))]
+        assert cells[ells.index("-1")].endswith(mark), (rules, row)
+        assert not cells[ells.index("0")].endswith(("*", "b")), row
 
 
 def test_a_picture_leaves_out_a_length_whose_one_pass_would_not_fit_a_test_batch():
