@@ -141,10 +141,27 @@ def test_calibration_recovers_the_product_lines_the_attention_follows():
     assert not {(label, head) for label, head, line in open_lines if line != "marker"} - {("number a", 0), ("number b", 1)}
 
 
-def test_block_lines_marks_a_line_the_dropoff_keeps_and_rule_band_cuts(tmp_path):
-    """scripts/block_lines.py on an averaged attention whose head 0 reads a only at the carry's
-    digit ``a_{i−j−1}`` (ℓ −1): rule band, a run through ℓ 0, cuts that line (``b``); the
-    procedure without the rule keeps it (``*``)."""
+def block_lines_cells(tmp_path, task: str, width: int, cross: torch.Tensor, rules: str, label: str) -> dict[str, str]:
+    """``scripts/block_lines.py`` on a one-layer bias file holding ``cross`` as ``Ā``: head 0's
+    row ``label`` of the cross-attention, each cell (value and mark) by its ``ℓ``."""
+    path = tmp_path / f"{task}-{rules}.pt"
+    n_q = cross.shape[-2]
+    calibration = {"kappa_self": 0.87, "kappa_cross": 2.5, "min_support": 0.5, "rules": rules, "layers": [0]}
+    save_bias(str(path), {"task": task, "pad_width": width, "calibration": calibration,
+                          "attention": {"self": torch.full((1, cross.shape[0], n_q, n_q), 1.0 / n_q).tril(), "cross": cross[None]}})
+    printed = subprocess.run([sys.executable, os.path.join("scripts", "block_lines.py"), str(path), "cross"],
+                             cwd=os.path.dirname(os.path.dirname(__file__)), capture_output=True, text=True, check=True).stdout
+    lines = printed.splitlines()
+    ells = next(line for line in lines if line.strip().startswith("ℓ:")).split(":")[1].split()[:-1]
+    row = next(line for line in lines if line.startswith(f"  h0 {label:>2}:"))
+    return {ell: row[9 + 7 * k : 16 + 7 * k] for k, ell in enumerate(ells)}
+
+
+def test_the_carrys_line_on_a_is_kept_alone_and_a_lone_lag_line_of_multiadd_is_not(tmp_path):
+    """A head reading a only at the carry's digit ``a_{i−j−1}`` (ℓ −1) keeps that line under every
+    rule (multiply reads two digits of a, rule band does not cut its product lines), where a
+    multiadd head reading only the operand digit below its own loses it to rule band (``b`` in
+    scripts/block_lines.py: the dropoff keeps it, the band cuts it)."""
     width = 5
     n_src, n_q = sequence_lengths("multiply", width)
     a_col, b_col = reads(width)
@@ -154,20 +171,17 @@ def test_block_lines_marks_a_line_the_dropoff_keeps_and_rule_band_cuts(tmp_path)
     cross[0, rows[carry], a_col[carry] + 1] += 0.9
     cross[0, rows[~carry], n_src - 1] += 0.9
     cross[1, rows, b_col] += 0.9
-    self_attention = torch.full((2, n_q, n_q), 1.0 / n_q).tril()
-    for rules, mark in (("all", "b"), ("all,-band", "*")):
-        path = tmp_path / f"{rules}.pt"
-        calibration = {"kappa_self": 0.87, "kappa_cross": 2.5, "min_support": 0.5, "rules": rules, "layers": [0]}
-        save_bias(str(path), {"task": "multiply", "pad_width": width, "calibration": calibration,
-                              "attention": {"self": self_attention[None], "cross": cross[None]}})
-        printed = subprocess.run([sys.executable, os.path.join("scripts", "block_lines.py"), str(path), "cross"],
-                                 cwd=os.path.dirname(os.path.dirname(__file__)), capture_output=True, text=True, check=True).stdout
-        lines = printed.splitlines()
-        ells = next(line for line in lines if line.strip().startswith("ℓ:")).split(":")[1].split()[:-1]
-        row = next(line for line in lines if line.startswith("  h0  a:"))
-        cells = [row[9 + 7 * k : 16 + 7 * k] for k in range(len(ells))]
-        assert cells[ells.index("-1")].endswith(mark), (rules, row)
-        assert not cells[ells.index("0")].endswith(("*", "b")), row
+    cells = block_lines_cells(tmp_path, "multiply", width, cross, "all", "a")
+    assert cells["-1"].endswith("*") and not cells["0"].endswith(("*", "b"))
+
+    width, blocks = 10, 5  # enough lines that one alone stands κ σ above their mean
+    n_src, n_q = sequence_lengths("multiadd", width, operands=blocks)
+    lines = torch.full((1, 3, 4), NEG_INF)  # d from −1, ℓ from −2, marker last
+    lines[0, 1, 1] = 0.0  # (0, −1): the operand's digit below the row's own
+    attention = torch.softmax(BlockLines(lines, -1, -2, cross=True)(n_q, n_src, blocks), dim=-1)
+    cells = block_lines_cells(tmp_path, "multiadd", width, attention, "all", "+0")
+    assert cells["-1"].endswith("b") and not cells["0"].endswith(("*", "b"))
+    assert block_lines_cells(tmp_path, "multiadd", width, attention, "all,-band", "+0")["-1"].endswith("*")
 
 
 def test_a_picture_leaves_out_a_length_whose_one_pass_would_not_fit_a_test_batch():

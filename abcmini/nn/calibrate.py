@@ -231,7 +231,9 @@ def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: 
     own κ (rule ``vertical_kappa0``: 0); ``band``: each block offset's digit lines cut to the run
     through the digit a row reads first (rule ``band``). ``products``: multiply's cross-attention,
     lines on the input numbers a and b (``biases.cell_offsets``); a row reads a only where its
-    block's digit product lands, so support counts against the number's best-covered line;
+    block's digit product lands, so support counts against the number's best-covered line, and
+    reads two digits of a, its product's and its carry's (ℓ 0 and −1), so no band: a head may
+    read either alone;
     ``growing``: each output block one token wider than the one before (multiply's)."""
     heads, m, n = attention.shape
     rows = output_coordinates(m, blocks, keys=False, device=attention.device, growing=growing)
@@ -256,7 +258,7 @@ def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: 
     digits = dropoff(rearrange(d_l[..., :-1], "h d l -> h (d l)"), kappa, rearrange(supported[:, :-1], "d l -> (d l)"))
     markers = dropoff(d_l[..., -1], kappa if kappa_markers is None else kappa_markers, supported[:, -1])
     digits = rearrange(digits, "h (d l) -> h d l", d=d_count)
-    if band:  # a row reads first the same digit (its own block: the digit before it, the row's own token)
+    if band and not products:  # a row reads first the same digit (its own block: the digit before it, the row's own token)
         anchors = -l_first - (torch.arange(d_count, device=attention.device) + d_first == 0).long() * (not cross)
         digits = block_band(digits, anchors)
     kept = torch.cat([digits, rearrange(markers, "h d -> h d 1")], dim=-1)
