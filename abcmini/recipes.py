@@ -54,6 +54,7 @@ DECODER = LONG.derive(
 MULTIADD = LONG.derive(
     name=("multiadd", "the long protocol for tasks beyond the paper's (docs/multi-operand.md): more steps for the source"),
     steps=(16000, "seed 0's multiadd source learns 2-4 operands by 16,000 steps (75%), 5 not yet: 4,000 cuts it short"),
+    lengths=((7, 14, 35), "1x, 2x and 5x the pool's 7 digits: at 500 digits one multiadd input (357 operands) needs about 3,900 GiB"),
 )
 RECIPES = {recipe.name: recipe for recipe in (PAPER, PAPER64, QUICK, LONG, DECODER, MULTIADD)}
 

@@ -202,3 +202,13 @@ def test_a_long_tests_batch_is_sized_for_its_operands():
     batch = batch_for(cfg, 40, 1000, operand_count(35))
     assert step_bytes(replace(cfg, pad_width=40), batch, grad=False, operands=25) <= EVAL_BUDGET
     assert batch < batch_for(cfg, 40, 1000)
+
+
+@pytest.mark.usefixtures("empty_cwd")
+@pytest.mark.parametrize("task", ["multiadd", "multiply"])
+def test_the_recipes_own_test_lengths_fit_this_machine(task):
+    """The multiadd recipe as typed, no --lengths: a dry run passes the memory check of every
+    test length (the long protocol's 500 digits would be 357 operands)."""
+    result = CliRunner().invoke(app, ["train", "--recipe", "multiadd", "--task", task, "--method", "abc", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["experiment"]["lengths"] == [7, 14, 35]
