@@ -50,3 +50,27 @@ def test_a_shipped_source_cannot_be_trained_further(tmp_path):
     task, name = SOURCES[0].split(os.sep)[-2:]
     result = CliRunner().invoke(app, ["train", "--recipe", "paper64", "--task", task, "--seed", name.rsplit("-s", 1)[1], "--steps", "40000", "--stop-at", "1.0", "--train-on", "3", "--resume", "--no-wandb", "--out", str(tmp_path / "source")])
     assert result.exit_code == 2 and "weights-only checkpoint" in result.stderr, result.output
+
+
+MULTI = sorted(glob.glob("results/sources/multi/*/vanilla-s*"))
+
+
+def test_the_multi_operand_sources_are_the_cells_their_records_name():
+    """docs/multi-operand.md's Vanilla sources, weights only: each checkpoint is the run its
+    experiment.json resolves to under the recipe multiadd."""
+    assert len(MULTI) >= 3
+    for path in MULTI:
+        state = torch.load(os.path.join(path, "checkpoint.pt"), weights_only=True)
+        recorded = Experiment.from_dict(json.loads(open(os.path.join(path, "experiment.json")).read()))
+        assert recorded.recipe == "multiadd" and recorded.cell.method == "vanilla" and state["weights_only"]
+        assert RunConfig(**state["config"]) == recorded.run and path.endswith(os.path.basename(recorded.identity))
+        assert os.path.getsize(os.path.join(path, "checkpoint.pt")) < 1_000_000
+
+
+@pytest.mark.parametrize("path", MULTI)
+def test_a_multi_operand_source_calibrates_directly(path, tmp_path):
+    result = CliRunner().invoke(app, ["calibrate", path, "--samples", 100, "--min-accuracy", 0.75, "--no-wandb",
+                                      "--out", str(tmp_path / "bias.pt")])
+    assert result.exit_code == 0, result.output
+    payload = torch.load(tmp_path / "bias.pt", weights_only=True)
+    assert payload["task"] == path.split(os.sep)[-2] and "recipe multiadd's calibration" in result.output
