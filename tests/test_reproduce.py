@@ -151,6 +151,11 @@ def test_report_gives_median_and_range_over_seeds_beside_the_paper(tmp_path):
         assert (tmp_path / f"accuracy_{task}.png").stat().st_size > 10_000
 
 
+def test_a_length_tested_in_fewer_seeds_says_how_many_it_pools():
+    table = markdown({("multiadd", "nope+abc"): {7: [0.9, 0.8, 1.0], 35: [0.5, 0.25]}}, paper=False)
+    assert "| multiadd | nope+abc | 3 | 90.00 [80.00–100.00] | 37.50 [25.00–50.00] (2 of 3 seeds) |" in table
+
+
 def test_report_refuses_an_empty_directory(tmp_path):
     result = CliRunner().invoke(app, ["report", str(tmp_path)])
     assert result.exit_code == 2 and "no result records" in result.output

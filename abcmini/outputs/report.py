@@ -139,7 +139,8 @@ def cell(values: list[float] | None) -> str:
 def markdown(cells: dict, lengths=None, rows=None, paper: bool = True) -> str:
     """One table: a row per task × method, a column per length; ``ours (paper)`` per cell.
 
-    With several seeds a cell reads ``median [min–max]``. ``lengths`` and ``rows`` (task,
+    With several seeds a cell reads ``median [min–max]``, and says how many seeds it pools where
+    a length was not tested in every seed. ``lengths`` and ``rows`` (task,
     method pairs) select a paper table's cells; by default every length and row is shown.
     ``paper=False``: no paper numbers (another protocol than the paper's).
     """
@@ -153,7 +154,8 @@ def markdown(cells: dict, lengths=None, rows=None, paper: bool = True) -> str:
         task, method = key
         row = []
         for n in lengths:
-            ours, theirs = cell(cells[key].get(n)), paper_accuracy(task, method, n) if paper else None
+            values, theirs = cells[key].get(n), paper_accuracy(task, method, n) if paper else None
+            ours = cell(values) + (f" ({len(values)} of {seeds[key]} seeds)" if values and len(values) < seeds[key] else "")
             row.append(ours if theirs is None or ours == "–" else f"{ours} ({theirs:g})")
         lines.append(f"| {task} | {method} | {seeds[key]} | " + " | ".join(row) + " |")
     note = "; the paper's number in parentheses" if paper else " (median [range] over seeds)"
