@@ -19,13 +19,15 @@ from abcmini.tasks import OPERANDS, sequence_lengths
 GIB = 2**30
 
 
-def step_bytes(cfg: RunConfig, batch: int, grad: bool = True, operands: int = OPERANDS) -> int:
+def step_bytes(cfg: RunConfig, batch: int, grad: bool = True, operands: int = OPERANDS, rows: int | None = None) -> int:
     """Bytes one forward (and backward, with ``grad``) pass of ``batch`` sequences may need
-    (multiadd: of ``operands`` operands, which a test's length sets)."""
+    (multiadd: of ``operands`` operands, which a test's length sets); ``rows``: decoder rows
+    per pass (greedy decoding: 1 a step, against cached keys), default every output row."""
     model = cfg.model_config()
     src, tgt = sequence_lengths(cfg.task, cfg.train_pad_width, cfg.aligned, operands)
-    cells = (model.dec_layers * (src + tgt) ** 2 if model.arch == "decoder"
-             else model.enc_layers * src * src + model.dec_layers * (tgt * tgt + tgt * src))
+    rows = tgt if rows is None else rows
+    cells = (model.dec_layers * (src + tgt) * (src + rows) if model.arch == "decoder"
+             else model.enc_layers * src * src + model.dec_layers * rows * (tgt + src))
     copies = 4 if grad else 2
     activations = 10 * (src + tgt) * model.d_model * (model.enc_layers + model.dec_layers)
     return 4 * batch * (copies * model.heads * cells + activations)
@@ -57,11 +59,12 @@ def check_memory(cfg: RunConfig, device, samples: int = 0, what: str = "training
 EVAL_BUDGET = 2 * GIB  # what one evaluation batch may hold: long tests run in smaller batches
 
 
-def batch_for(cfg: RunConfig, pad_width: int, batch_size: int, operands: int = OPERANDS) -> int:
+def batch_for(cfg: RunConfig, pad_width: int, batch_size: int, operands: int = OPERANDS, rows: int | None = None) -> int:
     """The evaluation batch at ``pad_width``: ``batch_size``, halved until a batch needs at most
-    ``EVAL_BUDGET`` (at least 1): a 500-digit test runs in batches of tens, not thousands."""
+    ``EVAL_BUDGET`` (at least 1): a 500-digit test runs in batches of tens, not thousands.
+    ``rows``: as ``step_bytes`` (1: greedy decoding, whose batches can be far larger)."""
     wide = replace(cfg, pad_width=max(pad_width, cfg.train_digits))  # a +varied run's frames below its longest: bounded by it
-    while batch_size > 1 and step_bytes(wide, batch_size, grad=False, operands=operands) > EVAL_BUDGET:
+    while batch_size > 1 and step_bytes(wide, batch_size, grad=False, operands=operands, rows=rows) > EVAL_BUDGET:
         batch_size //= 2
     return batch_size
 

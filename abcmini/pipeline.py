@@ -306,7 +306,7 @@ def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model,
             example, hits = extrapolation_hits(model, cfg.task, length, frame, test_seed, cfg.aligned, batch, advance)
         accuracy[length] = hits.float().mean().item()
         if cfg.task in BLOCK_TASKS:  # the scratchpad's answer alone, beside the whole output
-            final[str(length)] = final_accuracy(model, example, hits, batch)
+            final[str(length)] = final_accuracy(model, example, hits, batch_for(cfg, frame, batch_size, operand_count(length), rows=1))
         if cfg.task == "multiadd":
             operands[str(length)] = operand_count(length)
         seconds[str(length)] = round(time.perf_counter() - began, 2)

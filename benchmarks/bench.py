@@ -1,6 +1,6 @@
 """abcmini's speed, each number measured side by side against its baseline in this one run.
 
-    python benchmarks/bench.py [--only throughput,decode,calibration,eval,mask,screen,fire,prompt]
+    python benchmarks/bench.py [--only throughput,decode,calibration,eval,mask,screen,fire,prompt,final]
 
 1. training throughput (tokens/s, forward + backward + Adam) of our Transformer against
    ``torch.nn.Transformer`` with the same configuration (the ``cpu`` preset, pre-LN, GELU), and
@@ -24,7 +24,10 @@
    500-digit test did before: its batches hold tens of numbers), in the decoder-only model on
    500-digit Addition, with a check that both give the same verdicts;
 8. a scaffolded decoder-only model's test pass with its prompt rows as their own values against
-   every row's softmax over the whole sequence, 500-digit Addition, with a check of the argmaxes.
+   every row's softmax over the whole sequence, 500-digit Addition, with a check of the argmaxes;
+9. the final-number score of a block task (greedy decoding of every wrong output) in batches
+   sized for greedy decoding (one query row a step) against batches sized for a whole
+   teacher-forced pass, 35-digit multiadd (25 operands), with a check that both agree.
 
 Speed does not depend on the weights, so models are freshly initialised.
 """
@@ -41,13 +44,13 @@ from torch import nn
 from abcmini.nn.biases import NEG_INF, Window
 from abcmini.nn.calibrate import calibrate
 from abcmini.nn.decoder import DecoderOnly
-from abcmini.evaluate import exact_match
+from abcmini.evaluate import exact_match, final_accuracy
 from abcmini.experiment import RunConfig
 from abcmini.limits import batch_for
 from abcmini.nn.config import PRESETS, ModelConfig
 from abcmini.nn.model import Transformer
 from abcmini.nn.positions import sinusoidal
-from abcmini.tasks import VOCAB, Pool, extrapolation_operands, format_task, sample_operands
+from abcmini.tasks import VOCAB, Pool, extrapolation_operands, format_task, operand_count, sample_operands
 
 
 DIRECTIONS, MIN_SUPPORT = (1, -1, 0), 0.5  # the directions and support rule both calibrations use
@@ -311,9 +314,27 @@ def prompt_rows(samples: int, length: int = 500) -> None:
           f"prompt rows as their values {own[0]:.1f} s   ratio {full[0] / own[0]:.2f}x")
 
 
+def final_number(samples: int, length: int = 35) -> None:
+    """``final_accuracy`` over ``samples`` wrong outputs of a fresh multiadd model (every output
+    is re-decoded), in the batches ``evaluate`` gives it against those of the teacher-forced pass."""
+    torch.manual_seed(0)
+    cfg = RunConfig(task="multiadd", preset="cpu", scheme="nope", pad_width=10)
+    model = Transformer(cfg.model_config()).eval()
+    frame, operands = length + 3, operand_count(length)
+    a, _ = extrapolation_operands("multiadd", length, 0)
+    example = format_task("multiadd", a[:samples], None, frame)
+    misses = torch.zeros(samples, dtype=torch.bool)
+    whole, greedy = batch_for(cfg, frame, 1000, operands), batch_for(cfg, frame, 1000, operands, rows=1)
+    small, large = timed(lambda: final_accuracy(model, example, misses, whole), 1), timed(lambda: final_accuracy(model, example, misses, greedy), 1)
+    assert small[1] == large[1]
+    print(f"9. the final-number score, multiadd at {length} digits ({operands} operands), {samples} wrong outputs, "
+          f"{torch.get_num_threads()} threads: batches of {whole} {small[0]:.1f} s   batches of {greedy} {large[0]:.1f} s   "
+          f"ratio {small[0] / large[0]:.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="throughput,decode,calibration,eval,mask,screen,fire,prompt")
+    parser.add_argument("--only", default="throughput,decode,calibration,eval,mask,screen,fire,prompt,final")
     parser.add_argument("--decode-samples", type=int, default=200)
     args = parser.parse_args()
     wanted = args.only.split(",")
@@ -333,6 +354,8 @@ def main():
         fire_test_bias(samples=400)
     if "prompt" in wanted:
         prompt_rows(samples=200)
+    if "final" in wanted:
+        final_number(samples=62)
 
 
 if __name__ == "__main__":

@@ -202,6 +202,9 @@ def test_a_long_tests_batch_is_sized_for_its_operands():
     batch = batch_for(cfg, 40, 1000, operand_count(35))
     assert step_bytes(replace(cfg, pad_width=40), batch, grad=False, operands=25) <= EVAL_BUDGET
     assert batch < batch_for(cfg, 40, 1000)
+    # greedy decoding (the final number's score) passes one row a step: batches four times larger here
+    greedy = batch_for(cfg, 40, 1000, operand_count(35), rows=1)
+    assert greedy >= 4 * batch and step_bytes(replace(cfg, pad_width=40), greedy, grad=False, operands=25, rows=1) <= EVAL_BUDGET
 
 
 @pytest.mark.usefixtures("empty_cwd")
