@@ -121,10 +121,11 @@ def test_the_dashboard_sets_todays_methods_beside_abc_and_abs_as_the_page_does()
     assert shown == expected and ("addition", "vanilla+w=1+T=3") in shown
 
 
-def test_the_committed_multi_operand_page_is_what_its_command_generates(tmp_path):
-    text, _ = write_report("results/multi", str(tmp_path / "multi.md"))
-    with open("docs/multi/results.md") as f:
-        assert f.read() == text, "docs/multi/results.md differs from its records: run abcmini report results/multi --out docs/multi/results.md"
-    records = collect("results/multi")
-    assert records and all("final_accuracy" in r and "operands" in r for r in records)
-    assert "## Beyond the paper's tasks" in text and "Final number alone" in text
+@pytest.mark.parametrize("root, task", [("multi", "multiadd"), ("multiply", "multiply")])
+def test_the_committed_multi_operand_pages_are_what_their_command_generates(tmp_path, root, task):
+    text, _ = write_report(f"results/{root}", str(tmp_path / "page.md"))
+    with open(f"docs/{root}/results.md") as f:
+        assert f.read() == text, f"docs/{root}/results.md differs from its records: run abcmini report results/{root} --out docs/{root}/results.md"
+    records = collect(f"results/{root}")
+    assert records and all(r["task"] == task and "final_accuracy" in r and ("operands" in r) == (task == "multiadd") for r in records)
+    assert "## Beyond the paper's tasks" in text and "Final number alone" in text and "Runs left out" not in text
