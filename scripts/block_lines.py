@@ -15,7 +15,7 @@ import sys
 import torch
 
 from abcmini.config import rule_names
-from abcmini.nn.calibrate import calibrate_blocks
+from abcmini.nn.calibrate import block_rules, calibrate_blocks
 from abcmini.store import load_bias
 
 LOOSE = -1e9  # a dropoff factor every supported line passes
@@ -25,12 +25,10 @@ def tables(attention: torch.Tensor, blocks: int, kappa: float, min_support: floa
            rules: set[str]):
     """``(every line's d_l − d_max, kept without band, kept)`` as ``[h d (ℓ + 1)]`` tables, as
     ``calibrate.block_procedure`` calibrates them."""
-    support = min_support if "support" in rules else 0.0
-    markers = 0.0 if "vertical_kappa0" in rules else None
-    shared = {"products": products and cross, "growing": products}
-    every = calibrate_blocks(attention, blocks, LOOSE, cross, support, kappa_markers=LOOSE, **shared)
-    unbanded = calibrate_blocks(attention, blocks, kappa, cross, support, kappa_markers=markers, **shared)
-    kept = calibrate_blocks(attention, blocks, kappa, cross, support, kappa_markers=markers, band="band" in rules, **shared)
+    rule, shared = block_rules(min_support, rules), {"products": products and cross, "growing": products}
+    every = calibrate_blocks(attention, blocks, LOOSE, cross, **{**rule, "kappa_markers": LOOSE, "band": False}, **shared)
+    unbanded = calibrate_blocks(attention, blocks, kappa, cross, **{**rule, "band": False}, **shared)
+    kept = calibrate_blocks(attention, blocks, kappa, cross, **rule, **shared)
     return every, unbanded.values, kept.values
 
 

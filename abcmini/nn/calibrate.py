@@ -266,15 +266,21 @@ def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: 
     return BlockLines(kept if products else kept.masked_fill(far, NEG_INF), d_first, l_first, cross, products)
 
 
+def block_rules(min_support: float, rules=tuple(RULES)) -> dict:
+    """``calibrate_blocks``' settings from the ``rules`` that concern block lines: ``support``,
+    ``vertical_kappa0`` and ``band``."""
+    return {"min_support": min_support if "support" in rules else 0.0,
+            "kappa_markers": 0.0 if "vertical_kappa0" in rules else None, "band": "band" in rules}
+
+
 def block_procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, blocks: int, kappa_self: float, kappa_cross: float,
                     min_support: float, rules=tuple(RULES), products: bool = False) -> BlockCalibrated:
     """ABC on ``Ā`` of every decoder layer (``[layers h q k]``) of a block output: block lines
     per layer, self- and cross-attention apart, united into one bias for every layer; of the
     ``rules``, those that concern block lines: ``support``, ``vertical_kappa0`` and ``band``.
     ``products``: multiply's cross lines and growing blocks (``calibrate_blocks``)."""
-    support = min_support if "support" in rules else 0.0
-    rule = {"kappa_markers": 0.0 if "vertical_kappa0" in rules else None, "band": "band" in rules, "growing": products}
-    tables = [BlockCalibrated(calibrate_blocks(s, blocks, kappa_self, False, support, **rule),
-                              calibrate_blocks(c, blocks, kappa_cross, True, support, **rule, products=products))
+    rule = {**block_rules(min_support, rules), "growing": products}
+    tables = [BlockCalibrated(calibrate_blocks(s, blocks, kappa_self, False, **rule),
+                              calibrate_blocks(c, blocks, kappa_cross, True, **rule, products=products))
               for s, c in zip(self_avg, cross_avg)]
     return functools.reduce(BlockCalibrated.union, tables)
