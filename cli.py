@@ -184,11 +184,13 @@ def pick_device(device: str) -> str:
     import torch
 
     if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise UserError("--device cuda was asked for but CUDA is not available")
     if device != "cpu" and not device.startswith("cuda"):
         raise UserError(f"unknown device {device!r}; choose auto, cpu or cuda")
+    if device.startswith("cuda"):
+        torch.set_float32_matmul_precision("high")  # TF32 matrix products on a GPU; the CPU path is untouched
     return device
 
 

@@ -5,8 +5,9 @@ method's own depth, heads, width and position range, tested at multiples of its 
 
 ``python scripts/own_papers.py run NAME [SEED]``: train and test one run of ``RUNS`` (one
 thread) and write ``results/experiments/own-papers/addition-NAME-sSEED.json``.
-``python scripts/own_papers.py table``: the page's table from those records, each beside its
-paper's figure (``abcmini.outputs.published``).
+``python scripts/own_papers.py table``: the page's table from those records and from the GPU
+runs of ``scripts/papers_scale.py`` (``OUT/gpu``), each beside its paper's figure
+(``abcmini.outputs.published``).
 """
 
 import glob
@@ -67,16 +68,16 @@ def longest(record: dict, at_least: float) -> str:
 
 def table() -> None:
     anchors = {anchor.scheme: anchor for anchor in ANCHORS}
-    print("| run | shape | trained on | examples (M) | training s | exact match (%) by length | ≥ 99% to | ≥ 90% to | its paper |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for path in sorted(glob.glob(os.path.join(OUT, "*.json"))):
+    print("| run | shape | trained on | examples (M) | training s | machine | exact match (%) by length | ≥ 99% to | ≥ 90% to | its paper |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for path in sorted(glob.glob(os.path.join(OUT, "*.json"))) + sorted(glob.glob(os.path.join(OUT, "gpu", "*.json"))):
         r = json.load(open(path))
         by_length = " · ".join(f"{n}: {100 * a:.2f}" for n, a in sorted((int(n), a) for n, a in r["accuracy"].items()))
         anchor = anchors.get(r["scheme"])
         paper = (f"1–{anchor.trained_digits} → {anchor.tested_digits} ({anchor.ratio:.2f}×), {anchor.accuracy}"
                  if anchor else "—")
         print(f"| `{os.path.basename(path)[:-5]}` | {r['shape']} | 1–{r['train_digits']} | {r['train_examples'] / 1e6:.2f} | "
-              f"{r['train_seconds']:,.0f} | {by_length} | {longest(r, 0.99)} | {longest(r, 0.90)} | {paper} |")
+              f"{r['train_seconds']:,.0f} | {r.get('device', 'CPU, 1 thread')} | {by_length} | {longest(r, 0.99)} | {longest(r, 0.90)} | {paper} |")
 
 
 if __name__ == "__main__":

@@ -47,6 +47,23 @@ def test_coupling_gives_digits_of_equal_significance_one_id_in_operands_and_answ
     assert answer[1].tolist() == [29, 30, 31, 32, 33, 34, 35, 36]
 
 
+@pytest.mark.parametrize("arch", ["encoder-decoder", "decoder"])
+@pytest.mark.parametrize("scheme", ["abacus", "coupling"])
+def test_training_draws_train_every_id_of_the_table_and_none_past_it(arch, scheme):
+    """Position Coupling at its paper's scale: 202 ids, 30-digit training numbers, 200-digit tests
+    need ids up to 201. The draw is bounded by the numbers' length, not the sequence's: bounded
+    by the 63-token prompt, no id above 169 was ever trained."""
+    from abcmini.nn.decoder import build_model
+
+    cfg = RunConfig(task="addition", arch=arch, scheme=scheme, preset="tiny", pad_width=30, max_position=202)
+    model = build_model(cfg.model_config()).train()
+    ex = addition(digits=30, pad=30, n=1)
+    shifts = model.shift(ex.src.expand(3000, -1), ex.tgt_in.shape[1])  # a training batch's draws
+    ids_of = coupled_ids if scheme == "coupling" else abacus_ids
+    answers = ids_of((ex.tgt_in < 10).expand(3000, -1), True, shifts)  # the answer's 31 digits hold the top ids
+    assert int(answers.max()) in (201, 202)  # a 200-digit test's top id (201) was trained, and none past the table
+
+
 def test_randomized_positions_are_sorted_distinct_draws_beyond_the_sequence():
     first, second = randomized_positions(64, 30, 2048), randomized_positions(64, 30, 2048)
     assert (first.diff(dim=-1) > 0).all() and first.min() >= 0 and first.max() < 2048

@@ -20,7 +20,7 @@ from torch import nn
 from abcmini.nn.biases import Layout, per_layer, segments_of
 from abcmini.nn.config import ModelConfig
 from abcmini.nn.schemes import IN_ATTENTION
-from abcmini.nn.positions import attention_terms, cyclic_positions, input_positions, sinusoidal
+from abcmini.nn.positions import attention_terms, cyclic_positions, input_positions, significance, sinusoidal
 from abcmini.nn.size_cache import cached
 from abcmini.nn.token_positions import TOKEN_SCHEMES, TokenPositions
 
@@ -182,8 +182,12 @@ class Scaffolded(nn.Module):
         return x + self.cfg.pe_scale * sinusoidal(pos, self.cfg.d_model) if self.cfg.scheme == "vanilla" else x
 
     def shift(self, src: torch.Tensor, n_q: int):
-        """One draw of the token positions' shifts for a batch (``token_positions.TokenPositions.draw``)."""
-        return self.token_positions.draw(src.shape[0], max(src.shape[1], n_q), src.device) if self.token_positions is not None else None
+        """One draw of the token positions' shifts for a batch (``token_positions.TokenPositions.draw``):
+        its numbers are at most the prompt's longest or the ``n_q`` answer tokens long."""
+        if self.token_positions is None:
+            return None
+        longest = max(int(significance(src < self.cfg.digit_tokens, False).max()) + 1, n_q)
+        return self.token_positions.draw(src.shape[0], longest, src.device)
 
     def place(self, x: torch.Tensor, tokens: torch.Tensor, answer_from: int, shift, total: int | None = None, last: int | None = None):
         """``x`` plus the token positions of ``tokens`` (their ``last`` rows only, when decoding a step)."""

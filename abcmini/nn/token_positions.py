@@ -29,13 +29,15 @@ class TokenPositions(nn.Module):
     def draw(self, batch: int, longest: int, device) -> torch.Tensor | None:
         """``[batch]``: each example's shift of its ids, Abacus's offset ``k`` or Coupling's start
         ``s``, drawn at random in training so that ids up to ``max_position`` are trained, fixed at
-        test (``k`` 0, ``s`` 1); ``longest`` bounds the sequence's numbers' length."""
+        test (``k`` 0, ``s`` 1); ``longest`` bounds the length of the sequence's numbers in digits:
+        its longest number's top id, ``1 + k + longest − 1`` or ``s + longest − 1``, reaches
+        ``max_position`` and no further."""
         if self.scheme == "random":
             return None
         low = 0 if self.scheme == "abacus" else 1
         if not self.training:
             return torch.full((batch,), low, device=device)
-        return torch.randint(low, max(low, self.max_position - longest - 1) + 1, (batch,)).to(device)
+        return torch.randint(low, max(low, self.max_position - longest + low) + 1, (batch,)).to(device)
 
     def forward(self, tokens: torch.Tensor, answer_from: int, shift: torch.Tensor | None, total: int | None = None) -> torch.Tensor:
         """``[b n d]`` for ``tokens [b n]``; ``total``: the length the sequence will reach when

@@ -52,7 +52,7 @@ def legend_name(key: tuple, run: dict) -> str:
     """A group in a few words: task, method, shape, training lengths, operands, budget."""
     unequal = "unequal operands" if run.get("operand_lengths") == "unequal" else ""
     return ", ".join(filter(None, (key[0], key[1], run.get("shape") or run.get("preset"),
-                                   f"1–{run.get('train_digits', POOL_DIGITS)}", unequal, budget_text(key))))
+                                   f"1–{run.get('train_digits', POOL_DIGITS)}", unequal, budget_text(key), run.get("device"))))
 
 
 def medians(runs: list[dict]) -> dict[int, float]:
@@ -95,7 +95,12 @@ def group_row(key: tuple, runs: list[dict]) -> list[str]:
     middle = sorted(runs, key=lambda r: r.get("train_examples") or 0)[len(runs) // 2]
     shown = " · ".join(f"{n}: {100 * a:.2f}" for n, a in medians(runs).items())
     return [group_label(key), f"1–{digits}", str(len(runs)), shown, *spans,
-            f"{(middle.get('train_examples') or 0) / 1e6:.2f}", f"{middle.get('train_seconds') or 0:,.0f}"]
+            f"{(middle.get('train_examples') or 0) / 1e6:.2f}", seconds_on(middle)]
+
+
+def seconds_on(run: dict) -> str:
+    """A run's training seconds and, for a run on a GPU, the card (records made on a CPU name none)."""
+    return f"{run.get('train_seconds') or 0:,.0f}" + (f" on {run['device']}" if run.get("device") else "")
 
 
 COLUMNS = ("runs", "trained on", "seeds", "exact match (%) by length, median", "≥ 99% to, per seed (×)", "≥ 90% to, per seed (×)",

@@ -1,0 +1,73 @@
+"""Today's methods at their papers' own scale, on a GPU: docs/todays-methods.md, "At the papers'
+scale". Position Coupling as Cho et al. train it (1 layer, 4 heads, d 512, 202 ids, 1–30 digits,
+batch 1,000, unequal operands) tested to 200 digits; Abacus on 1–20 digits with every pair of
+operand lengths, tested to 100, in a model a few minutes of one GPU can train (8 layers, d 512,
+where McLeish et al. train 16 layers of d 1024 for a day).
+
+``python scripts/papers_scale.py NAME SECONDS [DEVICE]``: time ``PROBE`` steps, set the step cap
+so that training fills about SECONDS, train (the budget rule of every run: 99.9% validation,
+then 3× that step, or the cap), test, and write
+``results/experiments/own-papers/gpu/addition-NAME-s0.json`` with the device's name in it.
+"""
+
+import json
+import os
+import shutil
+import sys
+
+import torch
+
+from one_thread import abcmini  # scripts/one_thread.py
+
+OUT = os.path.join("results", "experiments", "own-papers", "gpu")
+PROBE, EVERY = 100, 250  # steps timed to size the cap; validation and checkpoint interval
+
+def shape(layers: int, heads: int, d_model: int, positions: int, digits: int, lengths: str) -> list[str]:
+    """A run's model, the range of its position ids, its training length and test lengths
+    (``scripts/own_papers.py``'s, which imports plotly: the GPU machine has none)."""
+    return ["--layers", str(layers), "--heads", str(heads), "--d-model", str(d_model), "--max-position", str(positions),
+            "--train-digits", str(digits), "--pad-width", str(digits), "--lengths", lengths]
+
+
+RUNS = {  # NAME → the method and its options (Addition, decoder-only)
+    "coupling+varied-1layer-d512-train30": ["--method", "coupling+varied", *shape(1, 4, 512, 202, 30, "30,60,100,200"),
+                                            "--operand-lengths", "unequal", "--batch-size", "1000"],
+    "coupling+varied-1layer-d512-train30-whole-cap": ["--method", "coupling+varied", *shape(1, 4, 512, 202, 30, "30,60,100,200"),
+                                                      "--operand-lengths", "unequal", "--batch-size", "1000", "--train-on", "100"],
+    "abacus+varied-8layer-d512-train20": ["--method", "abacus+varied", *shape(8, 8, 512, 128, 20, "20,40,60,100"),
+                                          "--operand-lengths", "unequal", "--batch-size", "256"],
+}
+
+
+def train(name: str, out: str, device: str, *options: str) -> dict:
+    cell = ["--recipe", "decoder", "--task", "addition", "--seed", "0", *RUNS[name], *options]
+    again = ["--overwrite"] if os.path.exists(out) else []
+    abcmini("train", *cell, "--device", device, "--threads", "4", "--no-wandb", "--out", out, *again)
+    with open(os.path.join(out, "eval.json")) as file:
+        return json.load(file)
+
+
+def run(name: str, seconds: float, device: str) -> None:
+    root = os.path.join("runs", "papers-scale")
+    os.makedirs(root, exist_ok=True)
+    for stale in (f"{name}-probe", name):  # a run directory abcmini may replace; nothing else is touched
+        if os.path.exists(os.path.join(root, stale)) and not os.path.exists(os.path.join(root, stale, "experiment.json")):
+            raise SystemExit(f"{os.path.join(root, stale)} is not an abcmini run; move it away")
+    probe = train(name, os.path.join(root, f"{name}-probe"), device, "--steps", str(PROBE), "--eval-every", str(PROBE),
+                  "--lengths", "1")
+    per_step = probe["train_seconds"] / PROBE
+    steps = max(EVERY, int(seconds / per_step) // EVERY * EVERY)
+    print(f"{name}: {per_step:.3f} s a step over {PROBE} steps → cap {steps:,}", flush=True)
+    record = train(name, os.path.join(root, name), device, "--steps", str(steps), "--eval-every", str(EVERY))
+    record["device"] = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
+    os.makedirs(OUT, exist_ok=True)
+    with open(os.path.join(OUT, f"addition-{name}-s0.json"), "w") as file:
+        json.dump(record, file, indent=1)
+    print(name, record["train_steps"], record["train_seconds"], record["accuracy"], flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) in (3, 4) and sys.argv[1] in RUNS:
+        run(sys.argv[1], float(sys.argv[2]), sys.argv[3] if len(sys.argv) == 4 else "cuda")
+    else:
+        raise SystemExit(__doc__)
