@@ -18,16 +18,10 @@ import sys
 import torch
 
 from one_thread import abcmini  # scripts/one_thread.py
+from own_papers import shape  # scripts/own_papers.py
 
 OUT = os.path.join("results", "experiments", "own-papers", "gpu")
 PROBE, EVERY = 100, 250  # steps timed to size the cap; validation and checkpoint interval
-
-def shape(layers: int, heads: int, d_model: int, positions: int, digits: int, lengths: str) -> list[str]:
-    """A run's model, the range of its position ids, its training length and test lengths
-    (``scripts/own_papers.py``'s, which imports plotly: the GPU machine has none)."""
-    return ["--layers", str(layers), "--heads", str(heads), "--d-model", str(d_model), "--max-position", str(positions),
-            "--train-digits", str(digits), "--pad-width", str(digits), "--lengths", lengths]
-
 
 RUNS = {  # NAME → the method and its options (Addition, decoder-only)
     "coupling+varied-1layer-d512-train30": ["--method", "coupling+varied", *shape(1, 4, 512, 202, 30, "30,60,100,200"),
