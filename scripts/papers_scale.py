@@ -12,7 +12,6 @@ then 3× that step, or the cap), test, and write
 
 import json
 import os
-import shutil
 import sys
 
 import torch
