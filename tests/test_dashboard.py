@@ -146,7 +146,8 @@ def test_the_shipped_dashboard_draws_todays_methods_beside_abc_and_abs(tmp_path)
     figure as a star beside a line and a table row for every group of its runs, record files
     (the scaled runs and the common protocol) among them."""
     out = tmp_path / "shipped.html"
-    files = sorted(glob.glob("results/experiments/own-papers/*.json") + glob.glob("results/experiments/own-papers/gpu/*.json") + glob.glob("results/experiments/common-protocol/*.json"))
+    files = sorted(glob.glob("results/experiments/own-papers/*.json") + glob.glob("results/experiments/own-papers/gpu/*.json")
+                   + glob.glob("results/experiments/common-protocol/*.json"))
     result = CliRunner().invoke(app, ["dashboard", "results/decoder", "results/long", *files, "--out", str(out)])
     assert result.exit_code == 0, result.output
     every = [r for root in ("results/decoder", "results/long", *files) for r in collect(root)]
