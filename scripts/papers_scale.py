@@ -22,11 +22,11 @@ from own_papers import shape  # scripts/own_papers.py
 OUT = os.path.join("results", "experiments", "own-papers", "gpu")
 PROBE, EVERY = 100, 250  # steps timed to size the cap; validation and checkpoint interval
 
+COUPLING = ["--method", "coupling+varied", *shape(1, 4, 512, 202, 30, "30,60,100,200"), "--operand-lengths", "unequal",
+            "--batch-size", "1000"]
 RUNS = {  # NAME → the method and its options (Addition, decoder-only)
-    "coupling+varied-1layer-d512-train30": ["--method", "coupling+varied", *shape(1, 4, 512, 202, 30, "30,60,100,200"),
-                                            "--operand-lengths", "unequal", "--batch-size", "1000"],
-    "coupling+varied-1layer-d512-train30-whole-cap": ["--method", "coupling+varied", *shape(1, 4, 512, 202, 30, "30,60,100,200"),
-                                                      "--operand-lengths", "unequal", "--batch-size", "1000", "--train-on", "100"],
+    "coupling+varied-1layer-d512-train30": COUPLING,
+    "coupling+varied-1layer-d512-train30-whole-cap": [*COUPLING, "--train-on", "100"],  # no early stop: the whole cap
     "abacus+varied-8layer-d512-train20": ["--method", "abacus+varied", *shape(8, 8, 512, 128, 20, "20,40,60,100"),
                                           "--operand-lengths", "unequal", "--batch-size", "256"],
 }
@@ -34,7 +34,7 @@ RUNS = {  # NAME → the method and its options (Addition, decoder-only)
 
 def train(name: str, out: str, device: str, *options: str) -> dict:
     cell = ["--recipe", "decoder", "--task", "addition", "--seed", "0", *RUNS[name], *options]
-    again = ["--overwrite"] if os.path.exists(out) else []
+    again = ["--overwrite"] if os.path.exists(out) else []  # abcmini refuses to replace what is not its run
     abcmini("train", *cell, "--device", device, "--threads", "4", "--no-wandb", "--out", out, *again)
     with open(os.path.join(out, "eval.json")) as file:
         return json.load(file)
@@ -43,9 +43,6 @@ def train(name: str, out: str, device: str, *options: str) -> dict:
 def run(name: str, seconds: float, device: str) -> None:
     root = os.path.join("runs", "papers-scale")
     os.makedirs(root, exist_ok=True)
-    for stale in (f"{name}-probe", name):  # a run directory abcmini may replace; nothing else is touched
-        if os.path.exists(os.path.join(root, stale)) and not os.path.exists(os.path.join(root, stale, "experiment.json")):
-            raise SystemExit(f"{os.path.join(root, stale)} is not an abcmini run; move it away")
     probe = train(name, os.path.join(root, f"{name}-probe"), device, "--steps", str(PROBE), "--eval-every", str(PROBE),
                   "--lengths", "1")
     per_step = probe["train_seconds"] / PROBE

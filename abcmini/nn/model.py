@@ -183,10 +183,11 @@ class Scaffolded(nn.Module):
 
     def shift(self, src: torch.Tensor, n_q: int):
         """One draw of the token positions' shifts for a batch (``token_positions.TokenPositions.draw``):
-        its numbers are at most the prompt's longest or the ``n_q`` answer tokens long."""
+        its numbers are at most the prompt's longest or the ``n_q`` answer tokens long (measured in
+        training only: a test's shift is fixed)."""
         if self.token_positions is None:
             return None
-        longest = max(int(significance(src < self.cfg.digit_tokens, False).max()) + 1, n_q)
+        longest = max(int(significance(src < self.cfg.digit_tokens, False).max()) + 1, n_q) if self.training else n_q
         return self.token_positions.draw(src.shape[0], longest, src.device)
 
     def place(self, x: torch.Tensor, tokens: torch.Tensor, answer_from: int, shift, total: int | None = None, last: int | None = None):
