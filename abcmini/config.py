@@ -209,6 +209,8 @@ class RunConfig:
     data_seed: int = setting(0, "shared", 'Seed of the number pool and its train/validation split.')
     train_digits: int = setting(POOL_DIGITS, "shared", "Longest training operand: 7 draws from the paper's pool of "
                                 "[0, 2^20]; another value, numbers of uniformly random length up to it.")
+    train_numbers: str = setting("pool", "shared", "pool: at --train-digits 7 the paper's pool (its 7-digit numbers are "
+                                 "1,000,000-1,048,576); uniform: every digit drawn, as past 7.")
     steps: int = setting(_PAPER.steps, "run", 'Step cap.')
     batch_size: int = setting(_PAPER.batch_size, "shared", 'Examples per optimizer step.')
     lr: float = setting(_PAPER.lr, "shared", 'Peak learning rate (warmup, cosine decay).')
@@ -248,9 +250,11 @@ class RunConfig:
             raise ConfigError("+varied trains every batch in a frame of its numbers' length; it takes no --frame-spread and no ABC bias")
         if self.operand_lengths not in ("equal", "unequal"):
             raise ConfigError(f"--operand-lengths is equal or unequal, not {self.operand_lengths!r}")
-        if self.operand_lengths == "unequal" and not (self.varied and self.task == "addition" and self.train_digits != POOL_DIGITS):
+        if self.train_numbers not in ("pool", "uniform"):
+            raise ConfigError(f"--train-numbers is pool or uniform, not {self.train_numbers!r}")
+        if self.operand_lengths == "unequal" and not (self.varied and self.task == "addition" and not self.from_pool):
             raise ConfigError("--operand-lengths unequal draws +varied Addition's numbers of every length up to --train-digits "
-                              f"(not the pool's {POOL_DIGITS}); it needs all three")
+                              f"(not from the pool: --train-numbers uniform or --train-digits other than {POOL_DIGITS}); it needs all three")
         if self.frame_spread and self.pad_width is None:
             raise ConfigError("--frame-spread widens a fixed frame; the growing geometry has none")
         if self.max_position is not None and self.scheme not in ("random", "abacus", "coupling"):
@@ -269,6 +273,11 @@ class RunConfig:
         parts = [(self.layers, "layer"), (self.heads, "head"), (self.d_model, "d"), (self.max_position, "position")]
         words = [f"d {n}" if unit == "d" else f"{n} {unit}{'s' * (n != 1)}" for n, unit in parts if n is not None]
         return ", ".join(words) or None
+
+    @property
+    def from_pool(self) -> bool:
+        """Training numbers come from the paper's pool (only it has them at 7 digits), else drawn digit by digit."""
+        return self.train_digits == POOL_DIGITS and self.train_numbers == "pool"
 
     @property
     def train_pad_width(self) -> int:

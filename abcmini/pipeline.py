@@ -213,7 +213,7 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
                                    f"{settings.min_accuracy:.2%}; train it longer (--stop-at)")
     rules = settings.rule_names()
     layers = calibrated_layers(model.cfg.dec_layers, rules)
-    a, b = training_operands(cfg.task, Pool.make(cfg.data_seed).train, settings.samples, torch.Generator().manual_seed(settings.seed),
+    a, b = training_operands(cfg.task, Pool.make(cfg.data_seed).train if cfg.from_pool else None, settings.samples, torch.Generator().manual_seed(settings.seed),
                              cfg.train_digits, count=OPERANDS)  # multiadd: the most blocks, the most rows for each block line
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
     layout = segments_of(digit_mask(example.src[0]))
@@ -277,7 +277,7 @@ def record(experiment: Experiment | None, cfg: RunConfig, history: list, test_se
     calibration = {"calibration": saved["calibration"]} if saved.get("calibration") else {}
     return {"task": cfg.task, "arch": cfg.arch, "method": cfg.label, "cell_method": saved.get("cell", {}).get("method"), "scheme": cfg.scheme,
             "window": cfg.window, "period": cfg.period, "preset": cfg.preset, "shape": cfg.shape, "train_digits": cfg.train_digits,
-            "operand_lengths": cfg.operand_lengths, "pad_width": protocol_width(experiment, cfg),
+            "train_numbers": cfg.train_numbers, "operand_lengths": cfg.operand_lengths, "pad_width": protocol_width(experiment, cfg),
             "train_pad_width": cfg.pad_width, "seed": cfg.seed,
             "recipe": saved.get("recipe"), "overrides": saved.get("overrides", {}), **calibration, "test_seed": test_seed,
             "train_steps": last.get("step"), "train_examples": examples_at(last, cfg), "train_seconds": last.get("seconds"),

@@ -301,7 +301,7 @@ def validation_counts(task: str) -> tuple:
 def random_numbers(n: int, digits: int, generator: torch.Generator, length: int | None = None) -> torch.Tensor:
     """``[n, digits]`` numbers, most significant digit first, each of a length drawn uniformly
     from 1 … ``digits`` (or exactly ``length``), with a non-zero lead: the training numbers of a
-    run whose ``train_digits`` is not the pool's 7 (the pool of [0, 2^20] has no longer ones)."""
+    run past the pool's 7 digits (the pool of [0, 2^20] has no longer ones) or of ``--train-numbers uniform``."""
     lengths = torch.full((n,), length) if length else torch.randint(1, digits + 1, (n,), generator=generator)
     draw = torch.randint(10, (n, digits), generator=generator)
     lead = torch.randint(1, 10, (n,), generator=generator)
@@ -312,15 +312,15 @@ def random_numbers(n: int, digits: int, generator: torch.Generator, length: int 
     return draw
 
 
-def training_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.Generator, digits: int = POOL_DIGITS,
+def training_operands(task: str, numbers: torch.Tensor | None, n: int, generator: torch.Generator, digits: int = POOL_DIGITS,
                       length: int | None = None, unequal: bool = False, count: int | None = None):
     """Operands of the training distribution: drawn from the pool split ``numbers`` (the paper's
-    protocol, ``digits`` 7), else random numbers of up to ``digits`` digits (``length``: exactly
-    that many), each operand independently. ``unequal`` (Addition with a ``length``): one operand,
-    either, has ``length`` digits and the other a length uniform in 1 … ``length``, zero-padded
-    as Position Coupling's and Abacus's training pads the shorter operand. ``count``: multiadd's
-    operands (default ``operand_draw``)."""
-    if digits == POOL_DIGITS:
+    protocol), or with ``numbers`` None random numbers of up to ``digits`` digits (``length``:
+    exactly that many), each operand independently. ``unequal`` (Addition with a ``length``): one
+    operand, either, has ``length`` digits and the other a length uniform in 1 … ``length``,
+    zero-padded as Position Coupling's and Abacus's training pads the shorter operand.
+    ``count``: multiadd's operands (default ``operand_draw``)."""
+    if numbers is not None:
         return sample_operands(task, numbers, n, generator, count)
     if task == "multiadd":
         count = count or operand_draw(generator)

@@ -15,7 +15,7 @@ from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig, learning_rate, run_config_of, train_on_end
 from abcmini.nn.decoder import build_model
 from abcmini.store import CheckpointError, check_bias_matches, load_bias, load_checkpoint, save_checkpoint
-from abcmini.tasks import POOL_DIGITS, Example, Pool, by_length, format_task, training_operands, validation_counts
+from abcmini.tasks import Example, Pool, by_length, format_task, training_operands, validation_counts
 
 BUDGET = ("steps", "stop_at", "train_on", "min_steps")  # what a resumed run may change
 
@@ -78,24 +78,26 @@ class Trainer:
             self.abc_bias = payload["bias"]
         self.model = build_model(cfg.model_config(), scaffold(cfg, self.abc_bias)).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
-        self.pool = Pool.make(cfg.data_seed)
+        pool = Pool.make(cfg.data_seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)
         valid_generator = torch.Generator().manual_seed(cfg.data_seed + 1)
         digits, counts = cfg.train_digits, validation_counts(cfg.task)  # multiadd: a set per operand count
+        # the pool's splits, or None: numbers drawn digit by digit (tasks.training_operands)
+        train, valid = (pool.train, pool.valid) if cfg.from_pool else (None, None)
         if cfg.varied:  # one validation set per length, each in its own frame; lengths the split lacks are left out
-            # the pool's numbers by length; past the pool (train_digits not 7) numbers are drawn, not taken from a split
-            self.train_numbers = by_length(self.pool.train) if digits == POOL_DIGITS else [self.pool.train] * digits
-            valid_numbers = by_length(self.pool.valid) if digits == POOL_DIGITS else [self.pool.valid] * digits
+            self.train_numbers = by_length(train) if cfg.from_pool else [None] * digits
+            valid_numbers = by_length(valid) if cfg.from_pool else [None] * digits
             draws = [(length, numbers, count) for length, numbers in enumerate(valid_numbers, 1) for count in counts]
             sizes = [len(part) for part in torch.arange(cfg.valid_size).tensor_split(len(draws))]
             unequal = cfg.operand_lengths == "unequal"
             self.valid_sets = [format_task(cfg.task, *training_operands(cfg.task, numbers, size, valid_generator, digits, length,
                                                                         unequal, count), length, cfg.aligned)
-                               for (length, numbers, count), size in zip(draws, sizes) if size and len(numbers)]
+                               for (length, numbers, count), size in zip(draws, sizes) if size and (numbers is None or len(numbers))]
         else:
+            self.train_numbers = train
             sizes = [len(part) for part in torch.arange(cfg.valid_size).tensor_split(len(counts))]
-            self.valid_sets = [format_task(cfg.task, *training_operands(cfg.task, self.pool.valid, size, valid_generator, digits,
-                                                                        count=count), cfg.train_pad_width, cfg.aligned)
+            self.valid_sets = [format_task(cfg.task, *training_operands(cfg.task, valid, size, valid_generator, digits, count=count),
+                                           cfg.train_pad_width, cfg.aligned)
                                for count, size in zip(counts, sizes)]
         self.valid = self.valid_sets[-1]  # the longest: what the attention figures draw
         self.step_count, self.history, self.elapsed = 0, [], 0.0
@@ -110,7 +112,7 @@ class Trainer:
             a, b = training_operands(cfg.task, self.train_numbers[length - 1], cfg.batch_size, self.generator, cfg.train_digits, length,
                                      cfg.operand_lengths == "unequal")
             return format_task(cfg.task, a, b, length, cfg.aligned)
-        a, b = training_operands(cfg.task, self.pool.train, cfg.batch_size, self.generator, cfg.train_digits)
+        a, b = training_operands(cfg.task, self.train_numbers, cfg.batch_size, self.generator, cfg.train_digits)
         spread = int(torch.randint(cfg.frame_spread + 1, (1,), generator=self.generator)) if cfg.frame_spread else 0
         return format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.aligned)
 

@@ -55,7 +55,7 @@ def test_training_batches_add_two_to_five_pool_numbers_the_count_varying_between
         assert {value(x) for x in a.flatten(0, 1)} <= train
     assert counts == set(range(2, OPERANDS + 1))
     assert training_operands("multiadd", pool.train, 4, generator, count=OPERANDS)[0].shape == (4, OPERANDS, 7)  # calibration's
-    a, _ = training_operands("multiadd", pool.train, 16, generator, digits=12)
+    a, _ = training_operands("multiadd", None, 16, generator, digits=12)
     assert a.shape[2] == 12 and 2 <= a.shape[1] <= OPERANDS
 
 

@@ -46,7 +46,7 @@ def test_training_draws_both_operands_from_the_pool_or_up_to_the_training_length
     a, b = training_operands("multiply", pool.train, 64, torch.Generator().manual_seed(1))
     train = set(pool.train.tolist())
     assert a.shape == b.shape == (64, 7) and {value(x) for x in torch.cat([a, b])} <= train
-    a, b = training_operands("multiply", pool.train, 64, torch.Generator().manual_seed(1), digits=4)
+    a, b = training_operands("multiply", None, 64, torch.Generator().manual_seed(1), digits=4)
     assert a.shape == b.shape == (64, 4) and len({value(x) for x in b}) > 20
 
 

@@ -211,6 +211,27 @@ def test_train_digits_beyond_the_pool_draws_every_length_up_to_it_and_the_pool_s
         RunConfig(task="addition", pad_width=10, train_digits=12)
 
 
+def test_uniform_training_numbers_vary_every_digit_at_seven_where_the_pools_do_not(tmp_path):
+    """``--train-numbers uniform``: at the pool's 7 digits the numbers are drawn digit by digit,
+    so a 7-digit operand's top digits vary (the pool's are 1,000,000–1,048,576), in training,
+    in validation and in the +varied batches of one length; ``pool`` keeps the paper's data."""
+    from abcmini.config import ConfigError, RunConfig
+    from abcmini.train import Trainer
+
+    def sevens(cfg, batches=30):  # every 7-digit operand a run trains and validates on
+        trainer = Trainer(cfg, str(tmp_path))
+        inputs = [detokenize(row) for _ in range(batches) for row in trainer.batch().src] + [detokenize(row) for row in trainer.valid.src]
+        return [int(n) for text in inputs for n in text[1:].split("+") if len(n) == 7 and n[0] != "0"]
+
+    for frame in ({"pad_width": 7}, {"varied": True}):  # the fixed frame, and +varied's batches of one length
+        pool = sevens(RunConfig(task="addition", preset="tiny", valid_size=64, batch_size=64, **frame))
+        drawn = sevens(RunConfig(task="addition", preset="tiny", valid_size=64, batch_size=64, train_numbers="uniform", **frame))
+        assert pool and max(pool) <= 2**20  # the paper's pool
+        assert len(drawn) > 100 and len({n // 10**5 for n in drawn}) > 50  # the top two digits: 10 … 99
+    with pytest.raises(ConfigError, match="--train-numbers is pool or uniform"):
+        RunConfig(task="addition", train_numbers="digits")
+
+
 def test_unequal_operands_are_one_of_the_batch_length_and_one_up_to_it_either_side():
     """``--operand-lengths unequal``: Position Coupling's and Abacus's training pairs, the shorter
     operand zero-padded to the longer's length."""

@@ -66,19 +66,21 @@ class Protocol(NamedTuple):
     test_frame: str
     train_digits: int  # the longest training number
     operand_lengths: str
+    train_numbers: str  # pool, or uniform: drawn digit by digit (RunConfig.train_numbers)
 
 
 def protocol(record: dict) -> Protocol:
     return Protocol(record.get("recipe"), record.get("arch", "encoder-decoder"), record.get("preset"), record.get("shape"),
                     record.get("pad_width"), record.get("test_frame", "fixed"), record.get("train_digits", POOL_DIGITS),
-                    record.get("operand_lengths", "equal"))
+                    record.get("operand_lengths", "equal"), record.get("train_numbers", "pool"))
 
 
 def describe_protocol(key: tuple) -> str:
-    recipe, arch, preset, shape, pad_width, test_frame, train_digits, operand_lengths = key
+    recipe, arch, preset, shape, pad_width, test_frame, train_digits, operand_lengths, train_numbers = key
     frame = "growing geometry" if not pad_width else f"pad width {pad_width}" + (
         " in training, each test in a frame of its length plus the training numbers' leading zeros" if test_frame == "follows" else "")
     numbers = f", training numbers of up to {train_digits} digits" if train_digits != POOL_DIGITS else ""
+    numbers += ", training numbers drawn digit by digit" if train_numbers == "uniform" and train_digits == POOL_DIGITS else ""
     numbers += ", operands of unequal lengths in training" if operand_lengths == "unequal" else ""
     return f"recipe {recipe}, {model_name(arch)} model, preset {preset}{f' ({shape})' if shape else ''}, {frame}{numbers}"
 
