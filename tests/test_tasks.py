@@ -216,6 +216,7 @@ def test_uniform_training_numbers_vary_every_digit_at_seven_where_the_pools_do_n
     so a 7-digit operand's top digits vary (the pool's are 1,000,000–1,048,576), in training,
     in validation and in the +varied batches of one length; ``pool`` keeps the paper's data."""
     from abcmini.config import ConfigError, RunConfig
+    from abcmini.outputs.report import describe_protocol, protocol
     from abcmini.train import Trainer
 
     def sevens(cfg, batches=30):  # every 7-digit operand a run trains and validates on
@@ -230,6 +231,10 @@ def test_uniform_training_numbers_vary_every_digit_at_seven_where_the_pools_do_n
         assert len(drawn) > 100 and len({n // 10**5 for n in drawn}) > 50  # the top two digits: 10 … 99
     with pytest.raises(ConfigError, match="--train-numbers is pool or uniform"):
         RunConfig(task="addition", train_numbers="digits")
+    record = {"recipe": "decoder", "arch": "decoder", "preset": "cpu", "train_digits": 7}
+    drawn = protocol({**record, "train_numbers": "uniform"})
+    assert drawn != protocol(record) == protocol({**record, "train_numbers": "pool"})  # the report pools them apart
+    assert "training numbers drawn digit by digit" in describe_protocol(drawn) and "digit" not in describe_protocol(protocol(record))
 
 
 def test_unequal_operands_are_one_of_the_batch_length_and_one_up_to_it_either_side():
