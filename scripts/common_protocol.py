@@ -2,7 +2,9 @@
 
 Each method runs in its own paper's shape (``SHAPES``, scaled as in ``scripts/own_papers.py``)
 on the input its paper trains on (``+varied``: numbers of every length up to the training
-length, 1–7 from the paper's pool) in the decoder-only model. Its budget:
+length, drawn digit by digit as the papers draw them: ``--train-numbers uniform``; the first
+cells drew them from the paper's pool, whose 7-digit numbers all begin 10, and their records
+say ``pool``) in the decoder-only model. Its budget:
 
 - the budget rule of every run (stop at 99.9% validation, then train on to 3× that step), but
   never fewer examples than ABC's dearest seed of the task spent (source plus retraining):
@@ -15,14 +17,15 @@ that fails at 20 digits is not tested at 500 (the table says so). That keeps a f
 test to minutes instead of an hour.
 
 ``python scripts/common_protocol.py run TASK METHOD SEED [DIGITS]``: train and test one cell (one
-thread) and write ``results/experiments/common-protocol/TASK-METHOD-sSEED.json`` (with
-``-trainDIGITS`` before the seed when the training length is not 7); it resumes where it
-stopped. METHOD ``abc`` is ABC's cell of the ``decoder`` recipe: the floor of the others at a
+thread) and write ``results/experiments/common-protocol/TASK-METHOD-uniform-sSEED.json`` (with
+``-trainDIGITS`` instead of ``-uniform`` when the training length is not 7, where every draw is
+digit by digit); it resumes where it stopped. METHOD ``abc`` is ABC's cell of the ``decoder`` recipe: the floor of the others at a
 training length other than 7 (at 7 the ``decoder`` records give it).
 ``python scripts/common_protocol.py table``: the page's tables from those records.
 """
 
 import glob
+import itertools
 import json
 import math
 import os
@@ -60,8 +63,10 @@ def lengths(digits: int) -> list[int]:
     return sorted({*LENGTHS, *(k * digits for k in (1, 2, 3, 5) if k * digits <= LENGTHS[-1])})
 
 
-def name(task: str, method: str, seed: int | str, digits: int) -> str:
-    return f"{task}-{method}{'' if digits == POOL else f'-train{digits}'}-s{seed}"
+def name(task: str, method: str, seed: int | str, digits: int, numbers: str = "uniform") -> str:
+    """A cell's name; ``numbers`` ``pool`` for the first cells, drawn from the paper's pool at 7 digits."""
+    drawn = f"-train{digits}" if digits != POOL else "-uniform" if numbers == "uniform" and method != "abc" else ""
+    return f"{task}-{method}{drawn}-s{seed}"
 
 
 def floor_steps(task: str, digits: int) -> int:
@@ -76,9 +81,9 @@ def floor_steps(task: str, digits: int) -> int:
 
 def run(task: str, method: str, seed: str, digits: int) -> None:
     out = os.path.join("runs", "common-protocol", name(task, method, seed, digits))
-    sized = [] if digits == POOL else ["--train-digits", str(digits), "--pad-width", str(digits)]
+    sized = ["--train-numbers", "uniform"] if digits == POOL else ["--train-digits", str(digits), "--pad-width", str(digits)]
     args = ["--recipe", "decoder", "--task", task, "--method", method, "--seed", seed, *sized, "--no-wandb"]
-    if method == "abc":
+    if method == "abc":  # at 7 digits its cell is the decoder recipe's record: run at the other lengths only
         abcmini("train", *args, "--lengths", str(digits), "--out", out, "--threads", "1", "--continue")
     else:
         floor = floor_steps(task, digits)
@@ -105,11 +110,14 @@ def cell(values: list[float]) -> str:
 
 
 def records() -> list[dict]:
-    """The records in ``OUT``, each with its cell from the file name (``method``, ``digits``, ``seed``)."""
+    """The records in ``OUT``, each with its cell from the file name (``method``, ``digits``,
+    ``numbers``, ``seed``)."""
     found = []
     for path in sorted(glob.glob(os.path.join(OUT, "*.json"))):
-        task, method, digits, seed = re.fullmatch(r"([a-z0-9]+)-(.+?)(?:-train(\d+))?-s(\d+)\.json", os.path.basename(path)).groups()
-        found.append({**json.load(open(path)), "method": method, "digits": int(digits or POOL), "seed": int(seed)})
+        task, method, uniform, digits, seed = re.fullmatch(r"([a-z0-9]+)-(.+?)(-uniform)?(?:-train(\d+))?-s(\d+)\.json",
+                                                           os.path.basename(path)).groups()
+        numbers = "pool" if digits is None and uniform is None and method != "abc" else "uniform"
+        found.append({**json.load(open(path)), "method": method, "digits": int(digits or POOL), "numbers": numbers, "seed": int(seed)})
     return found
 
 
@@ -120,20 +128,19 @@ def abc_at_pool() -> list[dict]:
 
 
 def grid_table(found: list[dict]) -> None:
-    print("| task | method | shape | seeds | " + " | ".join(map(str, LENGTHS)) +
+    print("| task | method | numbers | shape | seeds | " + " | ".join(map(str, LENGTHS)) +
           " | ≥ 90% to, per seed | steps | examples (M) | training s | validation |")
-    print("|---|---|---|---|" + "---|" * len(LENGTHS) + "---|---|---|---|---|")
-    for task in TASKS:
-        for method in SHAPES:
-            runs = [r for r in found if r["task"] == task and r["method"] == method and r["digits"] == POOL]
-            if not runs:
-                continue
-            tested = [[r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]] for n in LENGTHS]
-            by_length = [cell(values) if values else "–" for values in tested]
-            middle = sorted(runs, key=lambda r: r["train_steps"])[len(runs) // 2]
-            print(f"| {task} | `{method}` | {runs[0]['shape']} | {len(runs)} | " + " | ".join(by_length) +
-                  f" | {' / '.join(str(held_to(r['accuracy'], 0.90)) for r in runs)} | {middle['train_steps']:,} | {middle['train_examples'] / 1e6:.2f} | {middle['train_seconds']:,.0f} | "
-                  f"{cell([r['valid_acc'] for r in runs])} |")
+    print("|---|---|---|---|---|" + "---|" * len(LENGTHS) + "---|---|---|---|---|")
+    for task, method, numbers in itertools.product(TASKS, SHAPES, ("pool", "uniform")):
+        runs = [r for r in found if (r["task"], r["method"], r["numbers"], r["digits"]) == (task, method, numbers, POOL)]
+        if not runs:
+            continue
+        tested = [[r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]] for n in LENGTHS]
+        by_length = [cell(values) if values else "–" for values in tested]
+        middle = sorted(runs, key=lambda r: r["train_steps"])[len(runs) // 2]
+        print(f"| {task} | `{method}` | {numbers} | {runs[0]['shape']} | {len(runs)} | " + " | ".join(by_length) +
+              f" | {' / '.join(str(held_to(r['accuracy'], 0.90)) for r in runs)} | {middle['train_steps']:,} | {middle['train_examples'] / 1e6:.2f} | {middle['train_seconds']:,.0f} | "
+              f"{cell([r['valid_acc'] for r in runs])} |")
 
 
 def sweep_table(found: list[dict]) -> None:
@@ -141,7 +148,8 @@ def sweep_table(found: list[dict]) -> None:
     print("|---|---|---|---|---|---|")
     for method in ("abc", *SHAPES):
         for digits in SWEEP:
-            runs = [r for r in found if r["task"] == "addition" and r["method"] == method and r["digits"] == digits]
+            runs = [r for r in found if r["task"] == "addition" and r["method"] == method and r["digits"] == digits
+                    and r.get("numbers") != "pool"]  # today's methods' first cells, from the pool, are the grid's only
             if not runs:
                 continue
             spans = [" / ".join(f"{held_to(r['accuracy'], at)} ({held_to(r['accuracy'], at) / digits:.1f}×)" for r in runs) for at in (0.99, 0.90)]
