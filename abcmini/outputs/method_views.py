@@ -51,8 +51,10 @@ def group_label(key: tuple) -> str:
 def legend_name(key: tuple, run: dict) -> str:
     """A group in a few words: task, method, shape, training lengths, operands, budget."""
     unequal = "unequal operands" if run.get("operand_lengths") == "unequal" else ""
+    digits = run.get("train_digits", POOL_DIGITS)
+    drawn = " digit by digit" if digits == POOL_DIGITS and run.get("train_numbers") == "uniform" else ""
     return ", ".join(filter(None, (key[0], key[1], run.get("shape") or run.get("preset"),
-                                   f"1–{run.get('train_digits', POOL_DIGITS)}", unequal, budget_text(key), run.get("device"))))
+                                   f"1–{digits}{drawn}", unequal, budget_text(key), run.get("device"))))
 
 
 def medians(runs: list[dict]) -> dict[int, float]:
