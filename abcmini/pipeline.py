@@ -213,7 +213,8 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
                                    f"{settings.min_accuracy:.2%}; train it longer (--stop-at)")
     rules = settings.rule_names()
     layers = calibrated_layers(model.cfg.dec_layers, rules)
-    a, b = training_operands(cfg.task, Pool.make(cfg.data_seed).train if cfg.from_pool else None, settings.samples, torch.Generator().manual_seed(settings.seed),
+    numbers = Pool.make(cfg.data_seed).train if cfg.from_pool else None  # None: drawn digit by digit
+    a, b = training_operands(cfg.task, numbers, settings.samples, torch.Generator().manual_seed(settings.seed),
                              cfg.train_digits, count=OPERANDS)  # multiadd: the most blocks, the most rows for each block line
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
     layout = segments_of(digit_mask(example.src[0]))

@@ -19,8 +19,9 @@ test to minutes instead of an hour.
 ``python scripts/common_protocol.py run TASK METHOD SEED [DIGITS]``: train and test one cell (one
 thread) and write ``results/experiments/common-protocol/TASK-METHOD-uniform-sSEED.json`` (with
 ``-trainDIGITS`` instead of ``-uniform`` when the training length is not 7, where every draw is
-digit by digit); it resumes where it stopped. METHOD ``abc`` is ABC's cell of the ``decoder`` recipe: the floor of the others at a
-training length other than 7 (at 7 the ``decoder`` records give it).
+digit by digit); it resumes where it stopped. METHOD ``abc`` is ABC's cell of the ``decoder``
+recipe: the floor of the others at a training length other than 7 (at 7 the ``decoder``
+records give it, trained on the paper's pool).
 ``python scripts/common_protocol.py table``: the page's tables from those records.
 """
 
@@ -81,7 +82,8 @@ def floor_steps(task: str, digits: int) -> int:
 
 def run(task: str, method: str, seed: str, digits: int) -> None:
     out = os.path.join("runs", "common-protocol", name(task, method, seed, digits))
-    sized = ["--train-numbers", "uniform"] if digits == POOL else ["--train-digits", str(digits), "--pad-width", str(digits)]
+    sized = (["--train-digits", str(digits), "--pad-width", str(digits)] if digits != POOL
+             else [] if method == "abc" else ["--train-numbers", "uniform"])  # ABC at 7: the paper's pool
     args = ["--recipe", "decoder", "--task", task, "--method", method, "--seed", seed, *sized, "--no-wandb"]
     if method == "abc":  # at 7 digits its cell is the decoder recipe's record: run at the other lengths only
         abcmini("train", *args, "--lengths", str(digits), "--out", out, "--threads", "1", "--continue")

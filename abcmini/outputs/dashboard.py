@@ -218,7 +218,8 @@ def cell_html(record: dict, first: bool) -> tuple[str, bool]:
     if state["history"]:
         parts.append(figure_html(training_figure(state["history"], logged_history(run)), first))
         first = False
-    a, b = training_operands(cfg.task, Pool.make(cfg.data_seed).valid if cfg.from_pool else None, 1, torch.Generator().manual_seed(0), cfg.train_digits)
+    numbers = Pool.make(cfg.data_seed).valid if cfg.from_pool else None  # None: drawn digit by digit
+    a, b = training_operands(cfg.task, numbers, 1, torch.Generator().manual_seed(0), cfg.train_digits)
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
     one = Example(example.src[:1], example.tgt_in[:1], example.tgt_out[:1])
     (self_map,), (cross_map,) = average_attention(model, one, one.tgt_out.shape[1])
