@@ -207,10 +207,11 @@ class RunConfig:
     varied: bool = setting(False, "cell")  # each batch one length of 1…train_digits in a frame of that length; tests in a frame of theirs
     seed: int = setting(0, "cell", "Seed of the initialisation and batch order.")
     data_seed: int = setting(0, "shared", 'Seed of the number pool and its train/validation split.')
-    train_digits: int = setting(POOL_DIGITS, "shared", "Longest training operand: 7 draws from the paper's pool of "
-                                "[0, 2^20]; another value, numbers of uniformly random length up to it.")
-    train_numbers: str = setting("pool", "shared", "pool: at --train-digits 7 the paper's pool (its 7-digit numbers are "
-                                 "1,000,000-1,048,576); uniform: every digit drawn, as past 7.")
+    # 7: the paper's pool of [0, 2^20] (train_numbers pool); past it numbers of uniformly random length, digit by digit
+    train_digits: int = setting(POOL_DIGITS, "shared", "Longest training number (7: see --train-numbers).")
+    # the pool's 7-digit numbers are 1,000,000-1,048,576: their top two digits never vary
+    train_numbers: str = setting("pool", "shared", "pool: at 7 digits the paper's [0, 2^20]; uniform: every "
+                                 "digit drawn (as past 7).")
     steps: int = setting(_PAPER.steps, "run", 'Step cap.')
     batch_size: int = setting(_PAPER.batch_size, "shared", 'Examples per optimizer step.')
     lr: float = setting(_PAPER.lr, "shared", 'Peak learning rate (warmup, cosine decay).')

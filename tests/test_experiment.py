@@ -98,7 +98,7 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
                "data_seed": 4, "steps": 77, "min_steps": 33, "batch_size": 16, "lr": 0.002, "warmup": 7, "stop_at": 0.9, "train_on": 2.0, "eval_every": 11,
                "valid_size": 33, "abc_pad_width": 12, "kappa_self": 0.5, "kappa_cross": 3.0, "min_support": 0.25, "samples": 40, "seed": 5,
                "min_accuracy": 0.5, "rules": "all,-band", "lengths": (6, 9), "test_seed": 3, "test_frame": "fixed",
-               "layers": 3, "heads": 2, "d_model": 32, "train_digits": 8}
+               "layers": 3, "heads": 2, "d_model": 32, "train_digits": 8, "train_numbers": "uniform"}
     # --bias: test_an_option_…; a decoder has no encoder; ABC's model has no position table (test_a_model_shape_…)
     # … and unequal operands are +varied Addition's (below)
     assert set(changed) == set(OVERRIDABLE) - {"bias_file", "enc_layers", "window_unit", "max_position", "operand_lengths"}
