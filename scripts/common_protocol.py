@@ -64,9 +64,9 @@ def lengths(digits: int) -> list[int]:
     return sorted({*LENGTHS, *(k * digits for k in (1, 2, 3, 5) if k * digits <= LENGTHS[-1])})
 
 
-def name(task: str, method: str, seed: int | str, digits: int, numbers: str = "uniform") -> str:
-    """A cell's name; ``numbers`` ``pool`` for the first cells, drawn from the paper's pool at 7 digits."""
-    drawn = f"-train{digits}" if digits != POOL else "-uniform" if numbers == "uniform" and method != "abc" else ""
+def name(task: str, method: str, seed: int | str, digits: int) -> str:
+    """A cell's name: ``-uniform`` for today's methods at 7 digits (the first cells, from the pool, had none)."""
+    drawn = f"-train{digits}" if digits != POOL else "" if method == "abc" else "-uniform"
     return f"{task}-{method}{drawn}-s{seed}"
 
 
