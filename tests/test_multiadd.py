@@ -1,7 +1,9 @@
 """Multi-operand addition: the running-sum scratchpad, its training and test operands, and ABC's
 lines counted in blocks (materialized at any width and block count, recovered by calibration)."""
 
+import importlib.util
 import json
+import os
 import re
 from dataclasses import replace
 
@@ -215,3 +217,22 @@ def test_the_recipes_own_test_lengths_fit_this_machine(task):
     result = CliRunner().invoke(app, ["train", "--recipe", "multiadd", "--task", task, "--method", "abc", "--dry-run"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["experiment"]["lengths"] == [7, 14, 35]
+
+
+def test_line_focus_puts_each_rows_attention_on_the_lines_it_reads():
+    """``scripts/line_focus.py``: an attention that follows two lines, (0, −1) and the previous
+    separator, weighs 1 in all on those lines in the rows that have both, and nothing elsewhere."""
+    spec = importlib.util.spec_from_file_location("line_focus", os.path.join("scripts", "line_focus.py"))
+    line_focus = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(line_focus)
+    width, blocks = 9, 5
+    n = blocks * (width + 1)
+    lines = torch.full((1, 3, 12), NEG_INF)  # d from −2, ℓ from −5, marker last
+    lines[0, 2, 4], lines[0, 1, 11] = torch.tensor(0.25).log(), torch.tensor(0.75).log()
+    causal = ~torch.ones(n, n, dtype=torch.bool).tril()
+    attention = torch.softmax(BlockLines(lines, -2, -5, cross=False)(n, n, blocks)[0].masked_fill(causal, NEG_INF), -1)
+    rows, keys = output_coordinates(n, blocks, keys=False), output_coordinates(n, blocks, keys=True)
+    chosen = (rows[0] >= 1) & (rows[1] >= 1) & ~rows[2]
+    mass = {line: weight.item() for line, weight in line_focus.line_mass(attention[None], rows, keys, chosen).items()}
+    assert mass[(0, -1)] == pytest.approx(0.25) and mass[(-1, "m")] == pytest.approx(0.75)
+    assert sum(mass.values()) == pytest.approx(1.0)
