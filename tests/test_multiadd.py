@@ -5,6 +5,8 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -17,7 +19,7 @@ from abcmini.limits import EVAL_BUDGET, batch_for, step_bytes
 from abcmini.nn.biases import NEG_INF, BlockCalibrated, BlockLines, input_coordinates, output_coordinates
 from abcmini.nn.calibrate import block_band, calibrate_blocks
 from abcmini import pipeline
-from abcmini.store import load_checkpoint
+from abcmini.store import load_bias, load_checkpoint, save_bias
 from abcmini.tasks import (OPERANDS, PLUS, SUM_EXTRA, Pool, detokenize, extrapolation_operands, format_task, operand_count,
                            sequence_lengths, training_operands)
 from abcmini.train import Trainer, load_model
@@ -236,3 +238,22 @@ def test_line_focus_puts_each_rows_attention_on_the_lines_it_reads():
     mass = {line: weight.item() for line, weight in line_focus.line_mass(attention[None], rows, keys, chosen).items()}
     assert mass[(0, -1)] == pytest.approx(0.25) and mass[(-1, "m")] == pytest.approx(0.75)
     assert sum(mass.values()) == pytest.approx(1.0)
+
+
+def test_cut_lines_closes_the_named_lines_of_one_head_and_nothing_else(tmp_path):
+    """``scripts/cut_lines.py``: the bias file it writes differs from its input in the named
+    cells alone; a line the head does not have is one line of error, exit 2, and no file."""
+    values = torch.full((2, 2, 4), NEG_INF)  # d from −1, ℓ from −2, marker last
+    values[:, 1, 1] = values[:, 0, 2] = values[:, 0, 3] = -0.01  # (0, −1), (−1, 0), (−1, marker)
+    table = {"values": values, "d_first": -1, "l_first": -2, "cross": False, "products": False}
+    save_bias(str(tmp_path / "in.pt"), {"task": "multiadd", "bias": {"blocks": {"self": table, "cross": {**table, "values": values.clone()}}}})
+    script = [sys.executable, os.path.join("scripts", "cut_lines.py"), str(tmp_path / "in.pt")]
+    done = subprocess.run(script + [str(tmp_path / "out.pt"), "self", "1", "0:-1", "-1:m"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    cut = load_bias(str(tmp_path / "out.pt"))["bias"]["blocks"]
+    expected = values.clone()
+    expected[1, 1, 1] = expected[1, 0, 3] = NEG_INF
+    assert torch.equal(cut["self"]["values"], expected) and torch.equal(cut["cross"]["values"], values)
+    missing = subprocess.run(script + [str(tmp_path / "again.pt"), "self", "1", "0:-2"], capture_output=True, text=True)
+    assert missing.returncode == 2 and "no open line 0:-2" in missing.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "again.pt").exists()

@@ -1,0 +1,63 @@
+"""A multiadd or multiply bias file with some of one head's block lines closed
+(docs/multi-operand.md, "Where seeds 1 and 2 break").
+
+``python scripts/cut_lines.py BIAS_FILE OUT self|cross HEAD LINE [LINE ...]``: LINE is ``d:ℓ``
+(block offset and digit offset, as ``scripts/block_lines.py`` prints them) or ``d:m`` (the
+block's marker). OUT is a new bias file; saved as ``abc_bias.pt`` in a fresh run directory, an
+ABC run there (``abcmini train --method abc --source SOURCE --out DIR --resume``) retrains with
+it instead of calibrating.
+"""
+
+import argparse
+import copy
+import math
+import os
+
+from abcmini.store import load_bias, save_bias
+
+
+def line(text: str) -> tuple[int, str]:
+    d, _, ell = text.partition(":")
+    try:
+        return int(d), ell if ell == "m" else str(int(ell))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a line reads d:ℓ or d:m, got {text!r}") from None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("bias_file")
+    parser.add_argument("out")
+    parser.add_argument("attention", choices=("self", "cross"))
+    parser.add_argument("head", type=int)
+    parser.add_argument("lines", nargs=argparse.REMAINDER)  # "-1:m" is a line, not an option
+    args = parser.parse_args()
+    if not args.lines:
+        parser.error("name at least one line")
+    try:
+        args.lines = [line(text) for text in args.lines]
+    except argparse.ArgumentTypeError as error:
+        parser.error(str(error))
+    if os.path.exists(args.out):
+        parser.error(f"{args.out} exists; name a new file")
+    payload = copy.deepcopy(load_bias(args.bias_file))
+    table = payload["bias"].get("blocks", {}).get(args.attention)
+    if table is None:
+        parser.error(f"{args.bias_file} holds no block lines (a multiadd or multiply bias has them)")
+    values = table["values"]  # [h d (ℓ + marker)]
+    heads, d_count, width = values.shape
+    for d, ell in args.lines:
+        column = width - 1 if ell == "m" else int(ell) - table["l_first"]
+        row = d - table["d_first"]
+        if not (0 <= args.head < heads and 0 <= row < d_count and 0 <= column < width - (ell != "m")):
+            parser.error(f"head {args.head}, line {d}:{ell} is outside the table")
+        if not math.isfinite(values[args.head, row, column]):
+            parser.error(f"head {args.head} has no open line {d}:{ell}")
+        values[args.head, row, column] = -math.inf
+    save_bias(args.out, payload)
+    print(f"{args.out}: {args.attention}-attention head {args.head} without "
+          + ", ".join(f"({d}, {ell})" for d, ell in args.lines))
+
+
+if __name__ == "__main__":
+    main()
