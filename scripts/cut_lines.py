@@ -13,6 +13,7 @@ import copy
 import math
 import os
 
+from abcmini.errors import InputError
 from abcmini.store import load_bias, save_bias
 
 
@@ -40,7 +41,10 @@ def main() -> None:
         parser.error(str(error))
     if os.path.exists(args.out):
         parser.error(f"{args.out} exists; name a new file")
-    payload = copy.deepcopy(load_bias(args.bias_file))
+    try:
+        payload = copy.deepcopy(load_bias(args.bias_file))
+    except InputError as error:
+        parser.error(str(error))
     table = payload["bias"].get("blocks", {}).get(args.attention)
     if table is None:
         parser.error(f"{args.bias_file} holds no block lines (a multiadd or multiply bias has them)")

@@ -16,12 +16,14 @@ import torch
 from einops import rearrange
 
 from abcmini import pipeline
+from abcmini.errors import InputError
 from abcmini.nn.biases import cell_offsets, input_coordinates, output_coordinates
 from abcmini.store import load_checkpoint
 from abcmini.tasks import extrapolation_operands, format_task
 from abcmini.train import load_model
 
 MARKER = 10**6  # the line index a block's marker gets (no digit offset reaches it)
+
 
 def line_mass(probs: torch.Tensor, rows, keys, chosen: torch.Tensor) -> dict[tuple, torch.Tensor]:
     """``{(d, ℓ or "m"): [h] mean weight}`` of attention ``probs [h q k]`` over the ``chosen`` rows."""
@@ -51,7 +53,10 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=6)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    cfg, model = load_model(load_checkpoint(args.run_dir))
+    try:
+        cfg, model = load_model(load_checkpoint(args.run_dir))
+    except InputError as error:
+        parser.error(str(error))
     if cfg.task != "multiadd":
         parser.error(f"{args.run_dir} is a {cfg.task} run; this reads multiadd's block lines")
     frame = pipeline.test_frames(pipeline.experiment_of(args.run_dir), cfg, [args.length])[0]
