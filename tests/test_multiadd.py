@@ -221,10 +221,13 @@ def test_the_recipes_own_test_lengths_fit_this_machine(task):
     assert json.loads(result.stdout)["experiment"]["lengths"] == [7, 14, 35]
 
 
+SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
+
+
 def test_line_focus_puts_each_rows_attention_on_the_lines_it_reads():
     """``scripts/line_focus.py``: an attention that follows two lines, (0, −1) and the previous
     separator, weighs 1 in all on those lines in the rows that have both, and nothing elsewhere."""
-    spec = importlib.util.spec_from_file_location("line_focus", os.path.join("scripts", "line_focus.py"))
+    spec = importlib.util.spec_from_file_location("line_focus", os.path.join(SCRIPTS, "line_focus.py"))
     line_focus = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(line_focus)
     width, blocks = 9, 5
@@ -247,7 +250,7 @@ def test_cut_lines_closes_the_named_lines_of_one_head_and_nothing_else(tmp_path)
     values[:, 1, 1] = values[:, 0, 2] = values[:, 0, 3] = -0.01  # (0, −1), (−1, 0), (−1, marker)
     table = {"values": values, "d_first": -1, "l_first": -2, "cross": False, "products": False}
     save_bias(str(tmp_path / "in.pt"), {"task": "multiadd", "bias": {"blocks": {"self": table, "cross": {**table, "values": values.clone()}}}})
-    script = [sys.executable, os.path.join("scripts", "cut_lines.py"), str(tmp_path / "in.pt")]
+    script = [sys.executable, os.path.join(SCRIPTS, "cut_lines.py"), str(tmp_path / "in.pt")]
     done = subprocess.run(script + [str(tmp_path / "out.pt"), "self", "1", "0:-1", "-1:m"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     cut = load_bias(str(tmp_path / "out.pt"))["bias"]["blocks"]
