@@ -18,13 +18,21 @@ from abcmini.tasks import extrapolation_operands, format_task
 from abcmini.train import load_model
 
 
-def main(run_dir: str, lengths: str, examples: int = 200, rows: bool = False) -> None:
-    torch.set_num_threads(1)
+def test_examples(run_dir: str, lengths: list[int], examples: int):
+    """``(cfg, model, [(length, frame, operands a, example)])``: the first ``examples`` of each
+    length's test set (test seed 0), formatted in the frame the run is tested in."""
     cfg, model = load_model(load_checkpoint(run_dir))
-    lengths = [int(n) for n in lengths.split(",")]
+    found = []
     for length, frame in zip(lengths, pipeline.test_frames(pipeline.experiment_of(run_dir), cfg, lengths)):
         a, b = extrapolation_operands(cfg.task, length, 0)
-        example = format_task(cfg.task, a[:examples], None if b is None else b[:examples], frame)
+        found.append((length, frame, a, format_task(cfg.task, a[:examples], None if b is None else b[:examples], frame)))
+    return cfg, model, found
+
+
+def main(run_dir: str, lengths: str, examples: int = 200, rows: bool = False) -> None:
+    torch.set_num_threads(1)
+    cfg, model, found = test_examples(run_dir, [int(n) for n in lengths.split(",")], examples)
+    for length, frame, a, example in found:
         blocks = frame if cfg.task == "multiply" else a.shape[1]
         with torch.no_grad():
             logits, _ = model(example.src, example.tgt_in)

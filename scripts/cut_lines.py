@@ -17,10 +17,10 @@ from abcmini.errors import InputError
 from abcmini.store import load_bias, save_bias
 
 
-def line(text: str) -> tuple[int, str]:
+def line(text: str) -> tuple[int, int | str]:
     d, _, ell = text.partition(":")
     try:
-        return int(d), ell if ell == "m" else str(int(ell))
+        return int(d), ell if ell == "m" else int(ell)
     except ValueError:
         raise argparse.ArgumentTypeError(f"a line reads d:ℓ or d:m, got {text!r}") from None
 
@@ -51,7 +51,7 @@ def main() -> None:
     values = table["values"]  # [h d (ℓ + marker)]
     heads, d_count, width = values.shape
     for d, ell in args.lines:
-        column = width - 1 if ell == "m" else int(ell) - table["l_first"]
+        column = width - 1 if ell == "m" else ell - table["l_first"]
         row = d - table["d_first"]
         if not (0 <= args.head < heads and 0 <= row < d_count and 0 <= column < width - (ell != "m")):
             parser.error(f"head {args.head}, line {d}:{ell} is outside the table")

@@ -15,12 +15,9 @@ import argparse
 import torch
 from einops import rearrange
 
-from abcmini import pipeline
 from abcmini.errors import InputError
 from abcmini.nn.biases import cell_offsets, input_coordinates, output_coordinates
-from abcmini.store import load_checkpoint
-from abcmini.tasks import extrapolation_operands, format_task
-from abcmini.train import load_model
+from block_errors import test_examples  # scripts/block_errors.py
 
 MARKER = 10**6  # the line index a block's marker gets (no digit offset reaches it)
 
@@ -54,14 +51,11 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     try:
-        cfg, model = load_model(load_checkpoint(args.run_dir))
+        cfg, model, [(_, frame, operands, example)] = test_examples(args.run_dir, [args.length], args.examples)
     except InputError as error:
         parser.error(str(error))
     if cfg.task != "multiadd":
         parser.error(f"{args.run_dir} is a {cfg.task} run; this reads multiadd's block lines")
-    frame = pipeline.test_frames(pipeline.experiment_of(args.run_dir), cfg, [args.length])[0]
-    operands, _ = extrapolation_operands(cfg.task, args.length, 0)
-    example = format_task(cfg.task, operands[:args.examples], None, frame)
     with torch.no_grad():
         _, attention = model(example.src, example.tgt_in, need_weights=True)
     blocks, n = operands.shape[1], example.tgt_out.shape[1]
