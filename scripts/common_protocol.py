@@ -111,6 +111,13 @@ def cell(values: list[float]) -> str:
     return f"{median:.2f}" if len(values) == 1 else f"{median:.2f} [{100 * min(values):.2f}–{100 * max(values):.2f}]"
 
 
+def reach(accuracy: dict, at: float, digits: int | None = None) -> str:
+    """The longest length up to which every tested length holds ``at`` (with its ratio to
+    ``digits``), or "none" where the first tested length already falls below."""
+    held = held_to(accuracy, at)
+    return "none" if not held else f"{held} ({held / digits:.1f}×)" if digits else str(held)
+
+
 def records() -> list[dict]:
     """The records in ``OUT``, each with its cell from the file name (``method``, ``digits``,
     ``numbers``, ``seed``)."""
@@ -141,7 +148,7 @@ def grid_table(found: list[dict]) -> None:
         by_length = [cell(values) if values else "–" for values in tested]
         middle = sorted(runs, key=lambda r: r["train_steps"])[len(runs) // 2]
         print(f"| {task} | `{method}` | {numbers} | {runs[0]['shape']} | {len(runs)} | " + " | ".join(by_length) +
-              f" | {' / '.join(str(held_to(r['accuracy'], 0.90)) for r in runs)} | {middle['train_steps']:,} | {middle['train_examples'] / 1e6:.2f} | {middle['train_seconds']:,.0f} | "
+              f" | {' / '.join(reach(r['accuracy'], 0.90) for r in runs)} | {middle['train_steps']:,} | {middle['train_examples'] / 1e6:.2f} | {middle['train_seconds']:,.0f} | "
               f"{cell([r['valid_acc'] for r in runs])} |")
 
 
@@ -154,7 +161,7 @@ def sweep_table(found: list[dict]) -> None:
                     and r.get("numbers") != "pool"]  # today's methods' first cells, from the pool, are the grid's only
             if not runs:
                 continue
-            spans = [" / ".join(f"{held_to(r['accuracy'], at)} ({held_to(r['accuracy'], at) / digits:.1f}×)" for r in runs) for at in (0.99, 0.90)]
+            spans = [" / ".join(reach(r["accuracy"], at, digits) for r in runs) for at in (0.99, 0.90)]
             print(f"| `{method}` | 1–{digits} | {len(runs)} | {spans[0]} | {spans[1]} | "
                   f"{statistics.median(r['train_examples'] + (r.get('interpolation_examples') or 0) for r in runs) / 1e6:.2f} |")
 
