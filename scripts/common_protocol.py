@@ -35,7 +35,7 @@ import shutil
 import statistics
 import sys
 
-from abcmini.outputs.method_views import held_to
+from abcmini.outputs.method_views import reach
 from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "common-protocol")
@@ -109,13 +109,6 @@ def cell(values: list[float]) -> str:
     """Median [range] in %, over the seeds that were tested at a length."""
     median = 100 * statistics.median(values)
     return f"{median:.2f}" if len(values) == 1 else f"{median:.2f} [{100 * min(values):.2f}–{100 * max(values):.2f}]"
-
-
-def reach(accuracy: dict, at: float, digits: int | None = None) -> str:
-    """The longest length up to which every tested length holds ``at`` (with its ratio to
-    ``digits``), or "none" where the first tested length already falls below."""
-    held = held_to(accuracy, at)
-    return "none" if not held else f"{held} ({held / digits:.1f}×)" if digits else str(held)
 
 
 def records() -> list[dict]:

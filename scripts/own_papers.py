@@ -61,10 +61,9 @@ def run(name: str, seed: str) -> None:
 def longest(record: dict, at_least: float) -> str:
     """The longest tested length up to which every tested length holds ``at_least``, and its
     multiple of the training length."""
-    from abcmini.outputs.method_views import held_to  # plotly's module: a GPU machine runs this file's shape() without it
+    from abcmini.outputs.method_views import reach  # plotly's module: a GPU machine runs this file's shape() without it
 
-    held = held_to(record["accuracy"], at_least)
-    return f"{held} ({held / record['train_digits']:.1f}×)" if held else "none"
+    return reach(record["accuracy"], at_least, record["train_digits"])
 
 
 def table() -> None:

@@ -5,7 +5,7 @@ import json
 
 from typer.testing import CliRunner
 
-from abcmini.outputs.method_views import group_row, held_to, method_views, run_groups
+from abcmini.outputs.method_views import group_row, held_to, method_views, reach, run_groups
 from abcmini.outputs.report import collect
 from cli import app
 
@@ -15,6 +15,11 @@ OWN = "results/experiments/own-papers/addition-coupling+varied-1layer-d128-train
 def test_held_to_is_the_longest_length_up_to_which_every_tested_length_holds():
     accuracy = {"20": 0.995, "6": 0.999, "10": 0.95, "60": 0.2}
     assert (held_to(accuracy, 0.99), held_to(accuracy, 0.90), held_to(accuracy, 0.1), held_to({"6": 0.5}, 0.9)) == (6, 20, 60, 0)
+
+
+def test_a_reach_is_shown_with_its_multiple_of_the_training_length_or_as_none():
+    accuracy = {"6": 0.999, "10": 0.95, "20": 0.2}
+    assert (reach(accuracy, 0.90, 5), reach(accuracy, 0.99), reach(accuracy, 0.9999, 5)) == ("10 (2.0×)", "6", "none")
 
 
 def test_runs_of_one_shape_with_other_budgets_or_operands_are_groups_of_their_own():

@@ -28,6 +28,13 @@ def held_to(accuracy: dict, at_least: float) -> int:
     return held
 
 
+def reach(accuracy: dict, at_least: float, digits: int | None = None) -> str:
+    """``held_to`` as a table shows it: with its multiple of the training length ``digits``, or
+    "none" where the first tested length already falls below."""
+    held = held_to(accuracy, at_least)
+    return "none" if not held else f"{held} ({held / digits:.1f}×)" if digits else str(held)
+
+
 def run_groups(records: list[dict], scheme: str) -> dict[tuple, list[dict]]:
     """``scheme``'s records grouped by task, protocol and budget: the seeds of one setting."""
     groups: dict[tuple, list[dict]] = {}
@@ -93,7 +100,7 @@ def ratio_figure(scheme: str, groups: dict[tuple, list[dict]]) -> go.Figure:
 
 def group_row(key: tuple, runs: list[dict]) -> list[str]:
     digits = runs[0].get("train_digits", POOL_DIGITS)
-    spans = [" / ".join(f"{held_to(r['accuracy'], at)} ({held_to(r['accuracy'], at) / digits:.1f}×)" for r in runs) for at in (0.99, 0.90)]
+    spans = [" / ".join(reach(r["accuracy"], at, digits) for r in runs) for at in (0.99, 0.90)]
     middle = sorted(runs, key=lambda r: r.get("train_examples") or 0)[len(runs) // 2]
     shown = " · ".join(f"{n}: {100 * a:.2f}" for n, a in medians(runs).items())
     return [group_label(key), f"1–{digits}", str(len(runs)), shown, *spans,
