@@ -244,19 +244,21 @@ def test_line_focus_puts_each_rows_attention_on_the_lines_it_reads(monkeypatch):
     assert sum(mass.values()) == pytest.approx(1.0)
 
 
-def test_cut_lines_closes_the_named_lines_of_one_head_and_nothing_else(tmp_path):
-    """``scripts/cut_lines.py``: the bias file it writes differs from its input in the named
-    cells alone; a line the head does not have is one line of error, exit 2, and no file."""
+def test_set_lines_closes_or_ranks_the_named_lines_of_one_head_and_nothing_else(tmp_path):
+    """``scripts/set_lines.py``: the bias file it writes differs from its input in the named
+    cells alone (closed, or given the named value); a line the head does not have is one line
+    of error, exit 2, and no file."""
     values = torch.full((2, 2, 4), NEG_INF)  # d from −1, ℓ from −2, marker last
     values[:, 1, 1] = values[:, 0, 2] = values[:, 0, 3] = -0.01  # (0, −1), (−1, 0), (−1, marker)
     table = {"values": values, "d_first": -1, "l_first": -2, "cross": False, "products": False}
     save_bias(str(tmp_path / "in.pt"), {"task": "multiadd", "bias": {"blocks": {"self": table, "cross": {**table, "values": values.clone()}}}})
-    script = [sys.executable, os.path.join(SCRIPTS, "cut_lines.py"), str(tmp_path / "in.pt")]
-    done = subprocess.run(script + [str(tmp_path / "out.pt"), "self", "1", "0:-1", "-1:m"], capture_output=True, text=True)
+    script = [sys.executable, os.path.join(SCRIPTS, "set_lines.py"), str(tmp_path / "in.pt")]
+    done = subprocess.run(script + [str(tmp_path / "out.pt"), "self", "1", "0:-1", "-1:m", "-1:0=-2.5"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     cut = load_bias(str(tmp_path / "out.pt"))["bias"]["blocks"]
     expected = values.clone()
     expected[1, 1, 1] = expected[1, 0, 3] = NEG_INF
+    expected[1, 0, 2] = -2.5
     assert torch.equal(cut["self"]["values"], expected) and torch.equal(cut["cross"]["values"], values)
     missing = subprocess.run(script + [str(tmp_path / "again.pt"), "self", "1", "0:-2"], capture_output=True, text=True)
     assert missing.returncode == 2 and "no open line 0:-2" in missing.stderr.strip().splitlines()[-1]
