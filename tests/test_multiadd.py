@@ -17,7 +17,7 @@ from abcmini.config import RunConfig
 from abcmini.evaluate import extrapolation_hits
 from abcmini.limits import EVAL_BUDGET, batch_for, step_bytes
 from abcmini.nn.biases import NEG_INF, BlockCalibrated, BlockLines, input_coordinates, output_coordinates
-from abcmini.nn.calibrate import block_band, calibrate_blocks
+from abcmini.nn.calibrate import block_band, block_procedure, calibrate_blocks, rank_own
 from abcmini import pipeline
 from abcmini.store import load_bias, load_checkpoint, save_bias
 from abcmini.tasks import (OPERANDS, PLUS, SUM_EXTRA, Pool, detokenize, extrapolation_operands, format_task, operand_count,
@@ -185,6 +185,36 @@ def test_rule_band_cuts_block_lines_apart_from_the_run_through_the_first_digit_r
     banded = block_band(kept, torch.tensor([4, 1, 3]))
     assert torch.isfinite(banded).tolist() == [[[False, False, False, True, True, False, False],
                                                [True, True, True, False, False, False, False], [False] * 7]]
+
+
+def test_rule_rank_own_leaves_the_previous_sums_reader_one_digit_and_ranks_the_carry_heads_lines():
+    """Head 0 reads the previous sum's digit (−1, 0): its own-row lines close; head 1's are
+    ranked 0, −1, −2 by distance; markers, the row's own token (0, 0) and other blocks keep
+    their calibrated values."""
+    X = NEG_INF
+    values = torch.full((2, 2, 5), X)  # d from −1, ℓ from −3, marker last
+    values[0, 1, :3] = values[1, 1, :3] = -0.01  # (0, −3), (0, −2), (0, −1)
+    values[0, 0, 3] = values[:, 0, 4] = values[1, 1, 3] = -0.02  # head 0: (−1, 0); markers; head 1: (0, 0)
+    ranked = rank_own(BlockLines(values, -1, -3, cross=False)).values
+    expected = values.clone()
+    expected[0, 1, :3] = X
+    expected[1, 1, :3] = torch.tensor([-2.0, -1.0, 0.0])
+    assert torch.equal(ranked, expected)
+
+
+def test_block_procedure_applies_rank_own_to_multiadd_self_attention_only():
+    """The rule is one switch: off, the united tables; on, ``rank_own`` of their self-attention
+    (not multiply's, whose running sums it was not measured on)."""
+    torch.manual_seed(0)
+    blocks, width = 3, 6
+    n = blocks * (width + 1)
+    self_avg = torch.rand(2, 4, n, n).masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), 0).softmax(-1)
+    cross_avg = torch.rand(2, 4, n, blocks * (width + 1) + 1).softmax(-1)
+    off = block_procedure(self_avg, cross_avg, blocks, 0.0, 0.0, 0.5, rules=("support", "band"))
+    on = block_procedure(self_avg, cross_avg, blocks, 0.0, 0.0, 0.5, rules=("support", "band", "rank_own"))
+    assert torch.equal(on.self_attention.values, rank_own(off.self_attention).values)
+    assert not torch.equal(on.self_attention.values, off.self_attention.values)
+    assert torch.equal(on.cross_attention.values, off.cross_attention.values)
 
 
 def test_block_lines_reach_the_neighbouring_blocks_only():

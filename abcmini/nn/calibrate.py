@@ -266,6 +266,23 @@ def calibrate_blocks(attention: torch.Tensor, blocks: int, kappa: float, cross: 
     return BlockLines(kept if products else kept.masked_fill(far, NEG_INF), d_first, l_first, cross, products)
 
 
+def rank_own(lines: BlockLines) -> BlockLines:
+    """Rule ``rank_own`` on a self-attention table: a head with the previous sum's digit
+    ``(−1, 0)`` loses the row's own digit lines ``(0, ℓ < 0)``, and every other head's are ranked
+    by distance, ``(0, ℓ)`` at ``ℓ + 1`` (0, −1, −2, …). In rows whose training sums were all 0,
+    every line a head reads holds a 0 and content cannot teach a choice among them; the bias
+    makes it (docs/multi-operand.md, "Ranked lines")."""
+    values = lines.values.clone()
+    own, previous = -lines.d_first, (-1 - lines.d_first, -lines.l_first)
+    ell = torch.arange(values.shape[-1] - 1, device=values.device) + lines.l_first
+    below = rearrange(ell < 0, "l -> 1 l")
+    row = values[:, own, :-1]
+    reads_previous = rearrange(torch.isfinite(values[:, previous[0], previous[1]]), "h -> h 1")
+    ranked = torch.where(torch.isfinite(row), (ell + 1).to(row.dtype), row)
+    values[:, own, :-1] = torch.where(below, torch.where(reads_previous, NEG_INF, ranked), row)
+    return BlockLines(values, lines.d_first, lines.l_first, lines.cross, lines.products)
+
+
 def block_rules(min_support: float, rules=tuple(RULES)) -> dict:
     """``calibrate_blocks``' settings from the ``rules`` that concern block lines: ``support``,
     ``vertical_kappa0`` and ``band``."""
@@ -277,10 +294,14 @@ def block_procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, blocks: int
                     min_support: float, rules=tuple(RULES), products: bool = False) -> BlockCalibrated:
     """ABC on ``Ā`` of every decoder layer (``[layers h q k]``) of a block output: block lines
     per layer, self- and cross-attention apart, united into one bias for every layer; of the
-    ``rules``, those that concern block lines: ``support``, ``vertical_kappa0`` and ``band``.
-    ``products``: multiply's cross lines and growing blocks (``calibrate_blocks``)."""
+    ``rules``, those that concern block lines: ``support``, ``vertical_kappa0``, ``band`` and,
+    on the united self-attention table, ``rank_own`` (``products``: multiply's cross lines and
+    growing blocks, ``calibrate_blocks``, and no ``rank_own``)."""
     rule = {**block_rules(min_support, rules), "growing": products}
     tables = [BlockCalibrated(calibrate_blocks(s, blocks, kappa_self, False, **rule),
                               calibrate_blocks(c, blocks, kappa_cross, True, **rule, products=products))
               for s, c in zip(self_avg, cross_avg)]
-    return functools.reduce(BlockCalibrated.union, tables)
+    united = functools.reduce(BlockCalibrated.union, tables)
+    if "rank_own" in rules and not products:  # measured on multiadd's running sums, not on multiply's
+        return BlockCalibrated(rank_own(united.self_attention), united.cross_attention)
+    return united
