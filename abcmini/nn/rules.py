@@ -17,3 +17,4 @@ RULES = {  # each rule beyond Algorithm 1, on in abcmini's procedure: name → w
     "rank_own": "multiadd: a head reading the previous sum's digit gets no own-row lines, the others' ranked by distance",
     "vertical_kappa0": "a marker's vertical kept wherever it beats its direction's average line (κ 0): few columns, small σ",
 }
+BLOCK_ONLY = ("rank_own",)  # rules on block lines alone: no meaning on the paper's tasks, not in their ablation
