@@ -86,7 +86,7 @@ def final_accuracy(model, example: Example, hits: torch.Tensor, batch_size: int 
     start = int(((target[:-1] == PLUS) & (target[1:] < 10)).nonzero().max()) + 1
     right, misses = hits.clone(), (~hits).nonzero().flatten()
     device = next(model.parameters()).device
-    for chunk in misses.split(batch_size):
+    for chunk in misses.split(batch_size) if len(misses) else ():  # all right: nothing to decode
         tokens = model.greedy(example.src[chunk].to(device), example.tgt_out.shape[1]).cpu()
         right[chunk] = (tokens[:, start:] == example.tgt_out[chunk, start:]).all(dim=1)
     return right.float().mean().item()

@@ -14,7 +14,7 @@ import torch
 from typer.testing import CliRunner
 
 from abcmini.config import RunConfig
-from abcmini.evaluate import extrapolation_hits
+from abcmini.evaluate import extrapolation_hits, final_accuracy
 from abcmini.limits import EVAL_BUDGET, batch_for, step_bytes
 from abcmini.nn.biases import NEG_INF, BlockCalibrated, BlockLines, input_coordinates, output_coordinates
 from abcmini.nn.calibrate import block_band, block_procedure, calibrate_blocks, rank_own
@@ -163,6 +163,7 @@ def test_an_abc_cell_on_multiadd_trains_calibrates_block_lines_and_scores_the_fi
     final = (decoded[:, start:] == example.tgt_out[:, start:]).all(dim=1)
     assert torch.equal(hits, (decoded == example.tgt_out).all(dim=1))
     assert final.float().mean().item() == pytest.approx(record["final_accuracy"]["3"])
+    assert final_accuracy(model, example, torch.ones_like(hits)) == 1.0  # every answer right: nothing left to decode
 
 
 def test_a_blocks_marker_does_not_raise_the_digit_lines_dropoff():
