@@ -36,6 +36,7 @@ import statistics
 import sys
 
 from abcmini.outputs.method_views import reach
+from abcmini.recipes import RECIPES
 from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "common-protocol")
@@ -43,7 +44,6 @@ LENGTHS = (6, 10, 20, 60, 100, 200, 500)  # the long protocol's
 HELD = 0.01  # a length below this ends the cell's tests
 PLATEAU = 0.90  # validation a run must reach before its cap counts as its budget
 CAP, DOUBLINGS, BATCH, POOL = 8000, 2, 128, 7
-ABC_MARGIN = 3  # the decoder recipe trains ABC on 7-digit numbers in a pad-10 frame
 
 
 def shape(layers: int, heads: int, d_model: int) -> list[str]:
@@ -85,8 +85,8 @@ def run(task: str, method: str, seed: str, digits: int) -> None:
     out = os.path.join("runs", "common-protocol", name(task, method, seed, digits))
     sized = (["--train-digits", str(digits), "--pad-width", str(digits)] if digits != POOL
              else [] if method == "abc" else ["--train-numbers", "uniform"])  # ABC at 7: the paper's pool
-    if method == "abc" and digits != POOL:  # ABC's own frame: as many leading zeros as its pad 10 gives 7 digits
-        sized += ["--abc-pad-width", str(digits + ABC_MARGIN)]
+    if method == "abc" and digits != POOL:  # ABC's own frame: as many leading zeros as the recipe's gives 7 digits
+        sized += ["--abc-pad-width", str(digits + RECIPES["decoder"].abc_pad_width - POOL)]
     args = ["--recipe", "decoder", "--task", task, "--method", method, "--seed", seed, *sized, "--no-wandb"]
     if method == "abc":  # at 7 digits its cell is the decoder recipe's record: run at the other lengths only
         abcmini("train", *args, "--lengths", str(digits), "--out", out, "--threads", "1", "--continue")

@@ -203,6 +203,17 @@ def test_rule_rank_own_leaves_the_previous_sums_reader_one_digit_and_ranks_the_c
     assert torch.equal(ranked, expected)
 
 
+def test_rule_rank_own_on_a_table_without_the_previous_block_only_ranks():
+    """A table whose block offsets start at 0 has no (−1, 0) line: no head loses its lines (an
+    index of −1 would have read the table's last row)."""
+    values = torch.full((1, 2, 4), NEG_INF)  # d from 0, ℓ from −2, marker last
+    values[0, 0, :2] = values[0, 1, 2] = -0.01  # (0, −2), (0, −1); (1, 0) in the last row
+    ranked = rank_own(BlockLines(values, 0, -2, cross=False)).values
+    expected = values.clone()
+    expected[0, 0, :2] = torch.tensor([-1.0, 0.0])
+    assert torch.equal(ranked, expected)
+
+
 def test_block_procedure_applies_rank_own_to_multiadd_self_attention_only():
     """The rule is one switch: off, the united tables; on, ``rank_own`` of their self-attention
     (not multiply's, whose running sums it was not measured on)."""

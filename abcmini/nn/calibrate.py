@@ -273,11 +273,13 @@ def rank_own(lines: BlockLines) -> BlockLines:
     every line a head reads holds a 0 and content cannot teach a choice among them; the bias
     makes it (docs/multi-operand.md, "Ranked lines")."""
     values = lines.values.clone()
-    own, previous = -lines.d_first, (-1 - lines.d_first, -lines.l_first)
+    own, zero = -lines.d_first, -lines.l_first  # the table's indices of block offset 0 and ℓ 0
     ell = torch.arange(values.shape[-1] - 1, device=values.device) + lines.l_first
     below = rearrange(ell < 0, "l -> 1 l")
     row = values[:, own, :-1]
-    reads_previous = rearrange(torch.isfinite(values[:, previous[0], previous[1]]), "h -> h 1")
+    previous = (torch.isfinite(values[:, own - 1, zero]) if own >= 1 and zero >= 0
+                else torch.zeros(values.shape[0], dtype=torch.bool, device=values.device))  # no (−1, 0) in the table
+    reads_previous = rearrange(previous, "h -> h 1")
     ranked = torch.where(torch.isfinite(row), (ell + 1).to(row.dtype), row)
     values[:, own, :-1] = torch.where(below, torch.where(reads_previous, NEG_INF, ranked), row)
     return BlockLines(values, lines.d_first, lines.l_first, lines.cross, lines.products)
