@@ -35,6 +35,7 @@ import shutil
 import statistics
 import sys
 
+from abcmini.config import POOL_DIGITS as POOL  # the pool's longest number: the recipes' training length
 from abcmini.outputs.method_views import reach
 from abcmini.recipes import RECIPES
 from one_thread import abcmini  # scripts/one_thread.py
@@ -43,7 +44,7 @@ OUT = os.path.join("results", "experiments", "common-protocol")
 LENGTHS = (6, 10, 20, 60, 100, 200, 500)  # the long protocol's
 HELD = 0.01  # a length below this ends the cell's tests
 PLATEAU = 0.90  # validation a run must reach before its cap counts as its budget
-CAP, DOUBLINGS, BATCH, POOL = 8000, 2, 128, 7
+CAP, DOUBLINGS, BATCH = 8000, 2, 128
 
 
 def shape(layers: int, heads: int, d_model: int) -> list[str]:
