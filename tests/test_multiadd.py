@@ -214,16 +214,18 @@ def test_rule_rank_own_on_a_table_without_the_previous_block_only_ranks():
     assert torch.equal(ranked, expected)
 
 
-def test_block_procedure_applies_rank_own_to_multiadd_self_attention_only():
-    """The rule is one switch: off, the united tables; on, ``rank_own`` of their self-attention
-    (not multiply's, whose running sums it was not measured on)."""
+@pytest.mark.parametrize("products", [False, True], ids=["multiadd", "multiply"])
+def test_block_procedure_applies_rank_own_to_self_attention_only(products):
+    """The rule is one switch on either task's running sums: off, the united tables; on,
+    ``rank_own`` of their self-attention, the cross-attention untouched."""
     torch.manual_seed(0)
     blocks, width = 3, 6
     n = blocks * (width + 1)
     self_avg = torch.rand(2, 4, n, n).masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), 0).softmax(-1)
     cross_avg = torch.rand(2, 4, n, blocks * (width + 1) + 1).softmax(-1)
-    off = block_procedure(self_avg, cross_avg, blocks, 0.0, 0.0, 0.5, rules=("support", "band"))
-    on = block_procedure(self_avg, cross_avg, blocks, 0.0, 0.0, 0.5, rules=("support", "band", "rank_own"))
+    off = block_procedure(self_avg, cross_avg, blocks, 0.0, 0.0, 0.5, rules=("support", "band"), products=products)
+    on = block_procedure(self_avg, cross_avg, blocks, 0.0, 0.0, 0.5, rules=("support", "band", "rank_own"),
+                         products=products)
     assert torch.equal(on.self_attention.values, rank_own(off.self_attention).values)
     assert not torch.equal(on.self_attention.values, off.self_attention.values)
     assert torch.equal(on.cross_attention.values, off.cross_attention.values)

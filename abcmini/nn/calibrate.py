@@ -298,12 +298,12 @@ def block_procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, blocks: int
     per layer, self- and cross-attention apart, united into one bias for every layer; of the
     ``rules``, those that concern block lines: ``support``, ``vertical_kappa0``, ``band`` and,
     on the united self-attention table, ``rank_own`` (``products``: multiply's cross lines and
-    growing blocks, ``calibrate_blocks``, and no ``rank_own``)."""
+    growing blocks, ``calibrate_blocks``)."""
     rule = {**block_rules(min_support, rules), "growing": products}
     tables = [BlockCalibrated(calibrate_blocks(s, blocks, kappa_self, False, **rule),
                               calibrate_blocks(c, blocks, kappa_cross, True, **rule, products=products))
               for s, c in zip(self_avg, cross_avg)]
     united = functools.reduce(BlockCalibrated.union, tables)
-    if "rank_own" in rules and not products:  # measured on multiadd's running sums, not on multiply's
+    if "rank_own" in rules:  # running sums of either task: the previous sum's digit, a carry below
         return BlockCalibrated(rank_own(united.self_attention), united.cross_attention)
     return united

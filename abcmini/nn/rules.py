@@ -14,7 +14,7 @@ RULES = {  # each rule beyond Algorithm 1, on in abcmini's procedure: name → w
     "skip_start": "sloped self lines averaged without their SOS cell: heads park on SOS, lifting lines past the dropoff",
     "band": "self diagonals kept as a band from the row's own token back: a lone lag line learns where zeros end",
     "silent_empty": "a head with no line reads the start token only, not the whole input, which grows with the length",
-    "rank_own": "multiadd: a head reading the previous sum's digit gets no own-row lines, the others' ranked by distance",
+    "rank_own": "running sums: a head reading the previous sum's digit gets no own-row lines, the others' ranked by distance",
     "vertical_kappa0": "a marker's vertical kept wherever it beats its direction's average line (κ 0): few columns, small σ",
 }
 BLOCK_ONLY = ("rank_own",)  # rules on block lines alone: no meaning on the paper's tasks, not in their ablation
