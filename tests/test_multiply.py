@@ -2,6 +2,7 @@
 (equal and unequal operand lengths, seeded), ABC's lines on the input numbers (on the right
 digits at any width, recovered by calibration), and cells through the command line."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 from abcmini.experiment import Cell, resolve
-from abcmini.nn.biases import NEG_INF, BlockCalibrated, BlockLines, segments_of
+from abcmini.nn.biases import NEG_INF, BlockCalibrated, BlockLines, output_coordinates, segments_of
 from abcmini.nn.calibrate import calibrate_blocks
 from abcmini.pipeline import picture_examples
 from abcmini.recipes import MULTIADD
@@ -39,6 +40,31 @@ def test_the_worked_example_and_random_products_are_partial_sums():
         assert len(blocks) == 9 and [len(block) for block in blocks] == list(range(10, 19))
         assert [int(block[::-1]) for block in blocks] == [x * (y % 10 ** (j + 1)) for j in range(9)]
         assert int(blocks[-1][::-1]) == x * y
+
+
+def test_row_carries_write_the_scratchpads_digits_and_add_the_carry_of_the_digits_below(monkeypatch):
+    """``scripts/carry_errors.py``: its digits are the formatted target's digit rows, in order,
+    and the carry into digit ``i`` of ``s_j`` is ``(s_{j−1} mod 10^i + (a mod 10^(i−j))·b_j·10^j) // 10^i``."""
+    scripts = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
+    monkeypatch.syspath_prepend(scripts)  # it imports scripts/block_errors.py, as the script run from there does
+    spec = importlib.util.spec_from_file_location("carry_errors", os.path.join(scripts, "carry_errors.py"))
+    carry_errors = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(carry_errors)
+    a, b = extrapolation_operands("multiply", 6, 0)
+    a, b, frame = a[:30], b[:30], 8
+    carries, digits = carry_errors.row_carries(a, b, frame)
+    ex = format_task("multiply", a, b, frame)
+    block, significance, marker = output_coordinates(ex.tgt_out.shape[1], frame, keys=False, growing=True)
+    rows = (block < frame) & ~marker
+    assert torch.equal(digits, ex.tgt_out[:, rows])
+    for n in range(30):
+        x, y, previous, expected = value(a[n]), value(b[n]), 0, []
+        for j in range(frame):
+            b_j = y // 10**j % 10
+            expected += [(previous % 10**i + x % 10 ** max(i - j, 0) * b_j * 10**j) // 10**i for i in range(frame + j + 1)]
+            previous += x * b_j * 10**j
+        assert carries[n].tolist() == expected
+    assert carries.max() >= 5
 
 
 def test_training_draws_both_operands_from_the_pool_or_up_to_the_training_length():
