@@ -1,4 +1,4 @@
-"""A multiply run's errors by the carry each row adds (docs/multi-operand.md, "Where seeds 1 and 2 break").
+"""A multiply run's errors by the carry each row adds (docs/multi-operand.md, "Where the three seeds break").
 
 ``python scripts/carry_errors.py RUN_DIR LENGTH [EXAMPLES]``: the first EXAMPLES (default 1,000)
 of the test set at LENGTH, one teacher-forced pass; per carry value, how many digit rows add it
