@@ -4,8 +4,9 @@
 of the test set at LENGTH, one teacher-forced pass; per carry value, how many digit rows add it
 and how many of those the model gets wrong, and over the wrong rows, how far the digit is off
 (predicted − true, mod 10); beside it, each carry's share of the digit rows of 10,000 training
-examples (drawn as the run's training draws them, in its training frame, without its frame spread). Row ``i`` of block ``j`` writes digit ``i`` of ``s_j = s_{j−1} +
-a·b_j·10^j``, adding ``a_{i−j}·b_j`` and a carry of 0 … 9 from the digits below.
+examples (drawn as the run's training draws them, in its training frame, without its frame
+spread). Row ``i`` of block ``j`` writes digit ``i`` of ``s_j = s_{j−1} + a·b_j·10^j``, adding
+``a_{i−j}·b_j`` and a carry of 0 … 9 from the digits below.
 """
 
 import sys
@@ -14,21 +15,15 @@ from collections import Counter
 import torch
 
 from abcmini.nn.biases import output_coordinates
-from abcmini.tasks import Pool, extrapolation_operands, training_operands
+from abcmini.tasks import Pool, extrapolation_operands, pad_digits, training_operands
 from block_errors import test_examples  # scripts/block_errors.py
-
-
-def significance_digits(numbers: torch.Tensor, width: int) -> torch.Tensor:
-    """``[n, L]`` digits, most significant first → ``[n, width]``, digit ``k`` of significance ``k``."""
-    digits = numbers.flip(1)[:, :width]
-    return torch.nn.functional.pad(digits, (0, width - digits.shape[1]))
 
 
 def row_carries(a: torch.Tensor, b: torch.Tensor, frame: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(carries, digits)``, each ``[n, rows]`` in the decoder's digit-row order (block ``j``:
     significance 0 … ``frame + j``): the carry into the row's digit and the digit it writes."""
     width = 2 * frame
-    a_digits, b_digits = significance_digits(a, width), significance_digits(b, frame)
+    a_digits, b_digits = pad_digits(a, width).flip(1), pad_digits(b, frame).flip(1)  # digit k: significance k
     previous = torch.zeros_like(a_digits)
     carries, digits = [], []
     for j in range(frame):
@@ -53,13 +48,14 @@ def main(run_dir: str, length: int, examples: int = 1000) -> None:
         logits, _ = model(example.src, example.tgt_in)
     block, _, marker = output_coordinates(example.tgt_out.shape[1], frame, keys=False, growing=True)
     digit_rows = (block < frame) & ~marker
-    predicted, target = logits.argmax(-1)[:, digit_rows], example.tgt_out[:, digit_rows]
+    output = logits.argmax(-1)
+    predicted, target = output[:, digit_rows], example.tgt_out[:, digit_rows]
     carries, _ = row_carries(a[:examples], extrapolation_operands("multiply", length, 0)[1][:examples], frame)
     wrong = predicted != target
     numbers = Pool.make(cfg.data_seed).train if cfg.from_pool else None
     trained, _ = row_carries(*training_operands("multiply", numbers, 10_000, torch.Generator().manual_seed(cfg.seed),
                                                 cfg.train_digits), cfg.train_pad_width)
-    print(f"{run_dir}, {length} digits: exact {(logits.argmax(-1) == example.tgt_out).all(1).float().mean():.2%}")
+    print(f"{run_dir}, {length} digits: exact {(output == example.tgt_out).all(1).float().mean():.2%}")
     for carry in range(10):
         rows = carries == carry
         print(f"carry {carry}: {int(rows.sum()):8d} rows, {int((wrong & rows).sum()):5d} wrong "

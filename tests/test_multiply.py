@@ -54,7 +54,7 @@ def test_row_carries_write_the_scratchpads_digits_and_add_the_carry_of_the_digit
     a, b, frame = a[:30], b[:30], 8
     carries, digits = carry_errors.row_carries(a, b, frame)
     ex = format_task("multiply", a, b, frame)
-    block, significance, marker = output_coordinates(ex.tgt_out.shape[1], frame, keys=False, growing=True)
+    block, _, marker = output_coordinates(ex.tgt_out.shape[1], frame, keys=False, growing=True)
     rows = (block < frame) & ~marker
     assert torch.equal(digits, ex.tgt_out[:, rows])
     for n in range(30):
