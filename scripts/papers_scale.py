@@ -29,6 +29,12 @@ RUNS = {  # NAME → the method and its options (Addition, decoder-only)
     "coupling+varied-1layer-d512-train30-whole-cap": [*COUPLING, "--train-on", "100"],  # no early stop: the whole cap
     "abacus+varied-8layer-d512-train20": ["--method", "abacus+varied", *shape(8, 8, 512, 128, 20, "20,40,60,100"),
                                           "--operand-lengths", "unequal", "--batch-size", "256"],
+    # after the draw trains every id of the table (TokenPositions.draw): the 200-digit test, and
+    # Abacus at four times the batch (McLeish et al. ramp theirs to 8,192)
+    "coupling+varied-1layer-d512-train30-whole-cap-all-ids": [*COUPLING, "--train-on", "100"],
+    "abacus+varied-8layer-d512-train20-batch1024": ["--method", "abacus+varied",
+                                                    *shape(8, 8, 512, 128, 20, "20,40,60,100"),
+                                                    "--operand-lengths", "unequal", "--batch-size", "1024"],
 }
 
 
