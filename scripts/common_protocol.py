@@ -9,7 +9,8 @@ say ``pool``) in the decoder-only model. Its budget:
 - the budget rule of every run (stop at 99.9% validation, then train on to 3× that step), but
   never fewer examples than ABC's dearest seed of the task spent (source plus retraining):
   ``--min-steps``;
-- a step cap of twice that floor (at least ``CAP``); a run still below 90% validation at its cap
+- a step cap of twice that floor (at least ``CAP``); a run still below 90% validation at its cap,
+  or ending more than ``SPIKE`` below its best validation (a loss spike in its last steps),
   resumes with the cap doubled, up to ``DOUBLINGS`` times.
 
 Tests run at ``lengths(digits)`` in order and stop after the first length below 1%: a method
@@ -38,12 +39,14 @@ import sys
 from abcmini.config import POOL_DIGITS as POOL  # the pool's longest number: the recipes' training length
 from abcmini.outputs.method_views import reach
 from abcmini.recipes import RECIPES
+from abcmini.store import load_checkpoint
 from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "common-protocol")
 LENGTHS = (6, 10, 20, 60, 100, 200, 500)  # the long protocol's
 HELD = 0.01  # a length below this ends the cell's tests
 PLATEAU = 0.90  # validation a run must reach before its cap counts as its budget
+SPIKE = 0.02  # a run's last validation this far below its best: it ended on a spike and goes on
 CAP, DOUBLINGS, BATCH = 8000, 2, 128
 
 
@@ -82,6 +85,12 @@ def floor_steps(task: str, digits: int) -> int:
     return max(math.ceil((r["train_examples"] + r["interpolation_examples"]) / BATCH) for r in records)
 
 
+def converged(out: str) -> bool:
+    """Whether the run in ``out`` ended at ``PLATEAU`` or above and within ``SPIKE`` of its best validation."""
+    validation = [entry["valid_acc"] for entry in load_checkpoint(out)["history"]]
+    return validation[-1] >= max(PLATEAU, max(validation) - SPIKE)
+
+
 def run(task: str, method: str, seed: str, digits: int) -> None:
     out = os.path.join("runs", "common-protocol", name(task, method, seed, digits))
     sized = (["--train-digits", str(digits), "--pad-width", str(digits)] if digits != POOL
@@ -97,7 +106,7 @@ def run(task: str, method: str, seed: str, digits: int) -> None:
         for doubling in range(DOUBLINGS + 1):
             abcmini("train", *args, "--steps", str(max(CAP, 2 * floor) << doubling), "--lengths", str(digits),
                     "--out", out, "--threads", "1", "--continue")
-            if json.load(open(os.path.join(out, "eval.json")))["valid_acc"] >= PLATEAU:
+            if converged(out):
                 break
     for length in lengths(digits):
         accuracy = json.load(open(os.path.join(out, "eval.json")))["accuracy"]
