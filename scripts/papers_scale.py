@@ -24,14 +24,15 @@ PROBE, EVERY = 100, 250  # steps timed to size the cap; validation and checkpoin
 
 COUPLING = ["--method", "coupling+varied", *shape(1, 4, 512, 202, 30, "30,60,100,200"), "--operand-lengths", "unequal",
             "--batch-size", "1000"]
+WHOLE_CAP = [*COUPLING, "--train-on", "100"]  # no early stop: the whole cap
 RUNS = {  # NAME → the method and its options (Addition, decoder-only)
     "coupling+varied-1layer-d512-train30": COUPLING,
-    "coupling+varied-1layer-d512-train30-whole-cap": [*COUPLING, "--train-on", "100"],  # no early stop: the whole cap
+    "coupling+varied-1layer-d512-train30-whole-cap": WHOLE_CAP,
     "abacus+varied-8layer-d512-train20": ["--method", "abacus+varied", *shape(8, 8, 512, 128, 20, "20,40,60,100"),
                                           "--operand-lengths", "unequal", "--batch-size", "256"],
     # after the draw trains every id of the table (TokenPositions.draw): the 200-digit test, and
     # Abacus at four times the batch (McLeish et al. ramp theirs to 8,192)
-    "coupling+varied-1layer-d512-train30-whole-cap-all-ids": [*COUPLING, "--train-on", "100"],
+    "coupling+varied-1layer-d512-train30-whole-cap-all-ids": WHOLE_CAP,
     "abacus+varied-8layer-d512-train20-batch1024": ["--method", "abacus+varied",
                                                     *shape(8, 8, 512, 128, 20, "20,40,60,100"),
                                                     "--operand-lengths", "unequal", "--batch-size", "1024"],

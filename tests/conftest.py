@@ -1,3 +1,4 @@
+import importlib.util
 import os
 
 import pytest
@@ -19,6 +20,22 @@ def empty_cwd(tmp_path, monkeypatch):
     the clone holds (``reproduce --quick`` writes ``runs/quick/`` in it)."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture
+def script(monkeypatch):
+    """``script(NAME)``: ``scripts/NAME.py`` as a module, with ``scripts/`` on the path for the
+    scripts it imports, as when it runs from there."""
+    folder = os.path.join(ROOT, "scripts")
+    monkeypatch.syspath_prepend(folder)
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name, os.path.join(folder, f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 @pytest.fixture(autouse=True)

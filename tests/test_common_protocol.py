@@ -1,25 +1,10 @@
 """``scripts/common_protocol.py``'s budget: which runs have converged and which go on with the
 cap doubled, read from the validation history in a run's checkpoint."""
 
-import importlib.util
-import os
-
 import pytest
 import torch
 
 from abcmini.store import save_checkpoint
-
-SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
-
-
-@pytest.fixture
-def protocol(monkeypatch):
-    monkeypatch.syspath_prepend(SCRIPTS)  # it imports scripts/one_thread.py, as the script run from there does
-    spec = importlib.util.spec_from_file_location("common_protocol", os.path.join(SCRIPTS, "common_protocol.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.mark.parametrize("validation, done", [
     ([0.5, 0.95, 1.0, 1.0], True),  # a plateau at the top
@@ -27,7 +12,7 @@ def protocol(monkeypatch):
     ([0.5, 0.9, 1.0, 0.908], False),  # nx1-abacus+varied-uniform-s2 at 11,500 steps: a spike in its last steps
     ([0.3, 0.58, 0.59, 0.74], False),  # still on its loss plateau: below PLATEAU at the cap
 ])
-def test_a_run_goes_on_below_the_plateau_or_after_a_spike_in_its_last_steps(protocol, tmp_path, validation, done):
+def test_a_run_goes_on_below_the_plateau_or_after_a_spike_in_its_last_steps(script, tmp_path, validation, done):
     history = [{"step": 250 * (i + 1), "valid_acc": v} for i, v in enumerate(validation)]
     save_checkpoint(str(tmp_path), {"config": {}, "model": {"weight": torch.zeros(1)}, "history": history})
-    assert protocol.converged(str(tmp_path)) is done
+    assert script("common_protocol").converged(str(tmp_path)) is done

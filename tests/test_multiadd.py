@@ -1,7 +1,6 @@
 """Multi-operand addition: the running-sum scratchpad, its training and test operands, and ABC's
 lines counted in blocks (materialized at any width and block count, recovered by calibration)."""
 
-import importlib.util
 import json
 import os
 import re
@@ -268,13 +267,10 @@ def test_the_recipes_own_test_lengths_fit_this_machine(task):
 SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
 
 
-def test_line_focus_puts_each_rows_attention_on_the_lines_it_reads(monkeypatch):
+def test_line_focus_puts_each_rows_attention_on_the_lines_it_reads(script):
     """``scripts/line_focus.py``: an attention that follows two lines, (0, −1) and the previous
     separator, weighs 1 in all on those lines in the rows that have both, and nothing elsewhere."""
-    monkeypatch.syspath_prepend(SCRIPTS)  # it imports scripts/block_errors.py, as the script run from there does
-    spec = importlib.util.spec_from_file_location("line_focus", os.path.join(SCRIPTS, "line_focus.py"))
-    line_focus = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(line_focus)
+    line_focus = script("line_focus")
     width, blocks = 9, 5
     n = blocks * (width + 1)
     lines = torch.full((1, 3, 12), NEG_INF)  # d from −2, ℓ from −5, marker last

@@ -2,7 +2,6 @@
 (equal and unequal operand lengths, seeded), ABC's lines on the input numbers (on the right
 digits at any width, recovered by calibration), and cells through the command line."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -42,14 +41,10 @@ def test_the_worked_example_and_random_products_are_partial_sums():
         assert int(blocks[-1][::-1]) == x * y
 
 
-def test_row_carries_write_the_scratchpads_digits_and_add_the_carry_of_the_digits_below(monkeypatch):
+def test_row_carries_write_the_scratchpads_digits_and_add_the_carry_of_the_digits_below(script):
     """``scripts/carry_errors.py``: its digits are the formatted target's digit rows, in order,
     and the carry into digit ``i`` of ``s_j`` is ``(s_{j−1} mod 10^i + (a mod 10^(i−j))·b_j·10^j) // 10^i``."""
-    scripts = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
-    monkeypatch.syspath_prepend(scripts)  # it imports scripts/block_errors.py, as the script run from there does
-    spec = importlib.util.spec_from_file_location("carry_errors", os.path.join(scripts, "carry_errors.py"))
-    carry_errors = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(carry_errors)
+    carry_errors = script("carry_errors")
     a, b = extrapolation_operands("multiply", 6, 0)
     a, b, frame = a[:30], b[:30], 8
     carries, digits = carry_errors.row_carries(a, b, frame)
