@@ -8,6 +8,8 @@ where McLeish et al. train 16 layers of d 1024 for a day).
 so that training fills about SECONDS, train (the budget rule of every run: 99.9% validation,
 then 3× that step, or the cap), test, and write
 ``results/experiments/own-papers/gpu/addition-NAME-s0.json`` with the device's name in it.
+``python scripts/papers_scale.py NAME --steps STEPS [DEVICE]``: the same with the cap given (no probe),
+as for a paper's own step count.
 """
 
 import json
@@ -36,6 +38,8 @@ RUNS = {  # NAME → the method and its options (Addition, decoder-only)
     "abacus+varied-8layer-d512-train20-batch1024": ["--method", "abacus+varied",
                                                     *shape(8, 8, 512, 128, 20, "20,40,60,100"),
                                                     "--operand-lengths", "unequal", "--batch-size", "1024"],
+    # Cho et al.'s budget: 50,000 steps of 1,000 (``--steps 50000``)
+    "coupling+varied-1layer-d512-train30-papers-budget": WHOLE_CAP,
 }
 
 
@@ -47,14 +51,21 @@ def train(name: str, out: str, device: str, *options: str) -> dict:
         return json.load(file)
 
 
-def run(name: str, seconds: float, device: str) -> None:
-    root = os.path.join("runs", "papers-scale")
-    os.makedirs(root, exist_ok=True)
+def cap(name: str, root: str, seconds: float, device: str) -> int:
+    """The step cap that fills about ``seconds`` of training, timed over ``PROBE`` steps."""
     probe = train(name, os.path.join(root, f"{name}-probe"), device, "--steps", str(PROBE), "--eval-every", str(PROBE),
                   "--lengths", "1")
     per_step = probe["train_seconds"] / PROBE
     steps = max(EVERY, int(seconds / per_step) // EVERY * EVERY)
     print(f"{name}: {per_step:.3f} s a step over {PROBE} steps → cap {steps:,}", flush=True)
+    return steps
+
+
+def run(name: str, budget: str, device: str) -> None:
+    """Train and test ``name`` for ``budget``: seconds, or ``--steps N``."""
+    root = os.path.join("runs", "papers-scale")
+    os.makedirs(root, exist_ok=True)
+    steps = int(budget.removeprefix("--steps=")) if budget.startswith("--steps=") else cap(name, root, float(budget), device)
     record = train(name, os.path.join(root, name), device, "--steps", str(steps), "--eval-every", str(EVERY))
     record["device"] = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     os.makedirs(OUT, exist_ok=True)
@@ -64,7 +75,8 @@ def run(name: str, seconds: float, device: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) in (3, 4) and sys.argv[1] in RUNS:
-        run(sys.argv[1], float(sys.argv[2]), sys.argv[3] if len(sys.argv) == 4 else "cuda")
+    arguments = " ".join(sys.argv[1:]).replace("--steps ", "--steps=").split()
+    if len(arguments) in (2, 3) and arguments[0] in RUNS:
+        run(arguments[0], arguments[1], arguments[2] if len(arguments) == 3 else "cuda")
     else:
         raise SystemExit(__doc__)
