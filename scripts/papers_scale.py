@@ -14,6 +14,7 @@ as for a paper's own step count.
 
 import json
 import os
+import re
 import sys
 
 import torch
@@ -76,7 +77,7 @@ def run(name: str, budget: str, device: str) -> None:
 
 if __name__ == "__main__":
     arguments = " ".join(sys.argv[1:]).replace("--steps ", "--steps=").split()
-    if len(arguments) in (2, 3) and arguments[0] in RUNS:
+    if len(arguments) in (2, 3) and arguments[0] in RUNS and re.fullmatch(r"--steps=\d+|\d+(\.\d*)?", arguments[1]):
         run(arguments[0], arguments[1], arguments[2] if len(arguments) == 3 else "cuda")
     else:
         raise SystemExit(__doc__)
