@@ -1,8 +1,10 @@
-"""The Vanilla sources shipped in results/sources: the recipe's own cells, calibrated in seconds."""
+"""The checkpoints shipped in results/: the Vanilla sources (the recipes' own cells, calibrated in
+seconds) and the ABC models behind the multi-operand records."""
 
 import glob
 import json
 import os
+import shutil
 
 import pytest
 import torch
@@ -74,3 +76,21 @@ def test_a_multi_operand_source_calibrates_directly(path, tmp_path):
     assert result.exit_code == 0, result.output
     payload = torch.load(tmp_path / "bias.pt", weights_only=True)
     assert payload["task"] == path.split(os.sep)[-2] and "recipe multiadd's calibration" in result.output
+
+
+TRAINED = sorted(glob.glob("results/checkpoints/*/abc-s*"))
+
+
+@pytest.mark.parametrize("path", TRAINED)
+def test_a_shipped_abc_checkpoint_scores_its_record_at_the_training_length(path, tmp_path):
+    """results/checkpoints: the weights behind a multi-operand record, tested again from a copy,
+    give the record's exact match at the training length (the longer tests: a GPU's work)."""
+    task, name = path.split(os.sep)[-2:]
+    record = json.load(open(os.path.join("results", "multi" if task == "multiadd" else "multiply", task, name, "eval.json")))
+    state = torch.load(os.path.join(path, "checkpoint.pt"), weights_only=True)
+    assert state["weights_only"] and "optimizer" not in state and state["step"] == record["train_steps"]
+    shutil.copytree(path, tmp_path / name)
+    length = str(record["train_digits"])
+    result = CliRunner().invoke(app, ["eval", str(tmp_path / name), "--lengths", length, "--no-wandb"])
+    assert result.exit_code == 0, result.output
+    assert json.load(open(tmp_path / name / "eval.json"))["accuracy"][length] == record["accuracy"][length]
