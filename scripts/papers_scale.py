@@ -4,18 +4,17 @@ batch 1,000, unequal operands) tested to 200 digits; Abacus on 1–20 digits wit
 operand lengths, tested to 100, in a model a few minutes of one GPU can train (8 layers, d 512,
 where McLeish et al. train 16 layers of d 1024 for a day).
 
-``python scripts/papers_scale.py NAME SECONDS [DEVICE]``: time ``PROBE`` steps, set the step cap
+``python scripts/papers_scale.py NAME SECONDS [--device DEVICE]``: time ``PROBE`` steps, set the step cap
 so that training fills about SECONDS, train (the budget rule of every run: 99.9% validation,
 then 3× that step, or the cap), test, and write
 ``results/experiments/own-papers/gpu/addition-NAME-s0.json`` with the device's name in it.
-``python scripts/papers_scale.py NAME --steps STEPS [DEVICE]``: the same with the cap given (no probe),
+``python scripts/papers_scale.py NAME --steps STEPS``: the same with the cap given (no probe),
 as for a paper's own step count.
 """
 
+import argparse
 import json
 import os
-import re
-import sys
 
 import torch
 
@@ -62,11 +61,11 @@ def cap(name: str, root: str, seconds: float, device: str) -> int:
     return steps
 
 
-def run(name: str, budget: str, device: str) -> None:
-    """Train and test ``name`` for ``budget``: seconds, or ``--steps N``."""
+def run(name: str, seconds: float | None, steps: int | None, device: str) -> None:
+    """Train and test ``name`` to ``steps``, or to the cap that fills about ``seconds``."""
     root = os.path.join("runs", "papers-scale")
     os.makedirs(root, exist_ok=True)
-    steps = int(budget.removeprefix("--steps=")) if budget.startswith("--steps=") else cap(name, root, float(budget), device)
+    steps = steps or cap(name, root, seconds, device)
     record = train(name, os.path.join(root, name), device, "--steps", str(steps), "--eval-every", str(EVERY))
     record["device"] = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     os.makedirs(OUT, exist_ok=True)
@@ -76,8 +75,11 @@ def run(name: str, budget: str, device: str) -> None:
 
 
 if __name__ == "__main__":
-    arguments = " ".join(sys.argv[1:]).replace("--steps ", "--steps=").split()
-    if len(arguments) in (2, 3) and arguments[0] in RUNS and re.fullmatch(r"--steps=\d+|\d+(\.\d*)?", arguments[1]):
-        run(arguments[0], arguments[1], arguments[2] if len(arguments) == 3 else "cuda")
-    else:
-        raise SystemExit(__doc__)
+    parser = argparse.ArgumentParser(description="Today's methods at their papers' own scale, on a GPU.")
+    parser.add_argument("name", choices=RUNS)
+    budget = parser.add_mutually_exclusive_group(required=True)
+    budget.add_argument("seconds", nargs="?", type=float, help="training time that sets the cap, timed over PROBE steps")
+    budget.add_argument("--steps", type=int, help="the cap itself (no probe)")
+    parser.add_argument("--device", default="cuda")
+    arguments = parser.parse_args()
+    run(arguments.name, arguments.seconds, arguments.steps, arguments.device)
