@@ -275,7 +275,7 @@ def train(
     recipe: str = typer.Option("paper", help=RECIPE_HELP + " Every value below defaults to it."),
     window: int = cell_option("window"),
     period: int = cell_option("period"),
-    growing: bool = typer.Option(False, "--growing", help="Growing geometry: the pad width follows the length."),
+    growing: bool = typer.Option(False, "--growing", help="Growing geometry: pad width follows length."),
     calibration: str = CALIBRATION,
     out: str = typer.Option(None, help="Run directory [default: runs/RECIPE/TASK/NAME]."),
     source: str = typer.Option(None, help="ABC: the Vanilla run to calibrate (trained first if unfinished)."),

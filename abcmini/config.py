@@ -198,7 +198,8 @@ class RunConfig:
     d_model: int | None = setting(None, "shared", "Model width; the feed-forward width is 4x [default: the preset's].")
     max_position: int | None = setting(None, "shared", "random, abacus, coupling: positions in their range or table "
                                        "[default: 2048, 512, 512].")
-    enc_layers: int | None = setting(None, "run", 'Encoder depth (0: cross-attention reads the embedded input).')
+    coupling_levels: int = setting(1, "run", "coupling: 2 adds each number's index (multiadd).")
+    enc_layers: int | None = setting(None, "run", 'Encoder depth (0: no encoder).')
     pe_scale: float = setting(1.0, "run", 'Amplitude of the sinusoidal encoding.')
     pad_width: int | None = setting(_PAPER.pad_width, "shared", 'The fixed frame: operands padded to this many digits.')
     frame_spread: int = setting(0, "run", 'Train each batch in a frame of --pad-width plus 0 … this many digits.')
@@ -260,6 +261,8 @@ class RunConfig:
             raise ConfigError("--frame-spread widens a fixed frame; the growing geometry has none")
         if self.max_position is not None and self.scheme not in ("random", "abacus", "coupling"):
             raise ConfigError(f"--max-position sizes the positions of random, abacus and coupling; {self.scheme} has none")
+        if self.coupling_levels != 1 and (self.scheme != "coupling" or self.coupling_levels != 2):
+            raise ConfigError(f"--coupling-levels is 1 or 2 with coupling, not {self.coupling_levels} with {self.scheme}")
         if self.pad_width is not None and self.pad_width < self.train_digits:
             raise ConfigError(f"pad width must be at least {self.train_digits} (the training numbers have up to {self.train_digits} digits)")
         if self.min_steps > self.steps:
@@ -271,7 +274,8 @@ class RunConfig:
     @property
     def shape(self) -> str | None:
         """The model's size where options changed the preset's (``1 layer, 4 heads, d 128``); None otherwise."""
-        parts = [(self.layers, "layer"), (self.heads, "head"), (self.d_model, "d"), (self.max_position, "position")]
+        parts = [(self.layers, "layer"), (self.heads, "head"), (self.d_model, "d"), (self.max_position, "position"),
+                 (self.coupling_levels if self.coupling_levels > 1 else None, "coupling level")]
         words = [f"d {n}" if unit == "d" else f"{n} {unit}{'s' * (n != 1)}" for n, unit in parts if n is not None]
         return ", ".join(words) or None
 
@@ -299,7 +303,7 @@ class RunConfig:
         decoder_only = {"enc_layers": 0, "dec_layers": self.layers or 2 * PRESETS[self.preset]["dec_layers"]}
         depth = decoder_only if self.arch == "decoder" else {} if self.enc_layers is None else {"enc_layers": self.enc_layers}
         shape = {"heads": self.heads, "d_model": self.d_model, "d_ff": self.d_model and 4 * self.d_model, "max_position": self.max_position,
-                 "dec_layers": self.layers if self.arch != "decoder" else None}
+                 "coupling_levels": self.coupling_levels, "dec_layers": self.layers if self.arch != "decoder" else None}
         return ModelConfig(**{**PRESETS[self.preset], **{k: v for k, v in shape.items() if v is not None}, **depth,
                               "arch": self.arch, "scheme": self.scheme, "period": self.period, "pe_scale": self.pe_scale,
                               "cpi_from": self.cpi_from, "cpi_unit": "pair" if self.window_unit == "pair" and self.period else "token"})

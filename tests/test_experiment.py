@@ -100,8 +100,10 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
                "min_accuracy": 0.5, "rules": "all,-band", "lengths": (6, 9), "test_seed": 3, "test_frame": "fixed",
                "layers": 3, "heads": 2, "d_model": 32, "train_digits": 8, "train_numbers": "uniform"}
     # --bias: test_an_option_…; a decoder has no encoder; ABC's model has no position table (test_a_model_shape_…)
-    # … and unequal operands are +varied Addition's (below)
-    assert set(changed) == set(OVERRIDABLE) - {"bias_file", "enc_layers", "window_unit", "max_position", "operand_lengths"}
+    # … and unequal operands are +varied Addition's (below); Coupling's levels are coupling's
+    # (test_schemes.py::test_coupling_second_level_…)
+    assert set(changed) == set(OVERRIDABLE) - {"bias_file", "enc_layers", "window_unit", "max_position", "operand_lengths",
+                                               "coupling_levels"}
     unequal = dry_run("--task", "addition", "--method", "coupling+varied", "--train-digits", 9, "--operand-lengths", "unequal")
     assert unequal["experiment"]["run"]["operand_lengths"] == "unequal" and "operand_lengths=unequal" in unequal["out"]
     assert dry_run("--enc-layers", 2)["experiment"]["overrides"] == {"enc_layers": 2}

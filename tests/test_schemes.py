@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from abcmini.nn.abacus import abacus_ids
-from abcmini.nn.coupling import coupled_ids
+from abcmini.nn.coupling import coupled_ids, number_ids
 from abcmini.experiment import RunConfig
+from abcmini.names import ConfigError
 from abcmini.nn.fire import FIRE
 from abcmini.nn.positions import significance
 from abcmini.nn.randomized import eval_generator, randomized_positions
@@ -45,6 +46,34 @@ def test_coupling_gives_digits_of_equal_significance_one_id_in_operands_and_answ
     assert torch.equal(a, b) and torch.equal(a.flip(1), answer[:, 1:7])  # significance 0 … 5: one id in all three
     assert (src[:, 0] == start - 1).all() and (src[:, 7] == start - 1).all() and (answer[:, 0] == start - 1).all()
     assert answer[1].tolist() == [29, 30, 31, 32, 33, 34, 35, 36]
+
+
+def test_coupling_second_level_gives_a_running_sum_the_id_of_the_operand_it_adds():
+    """multiadd's ``$a1+a2+a3&`` → ``s1+s2+s3+``: the m-th number of each part (and the separator
+    after it) gets ``t + m``, so ``s_m = s_{m−1} + a_m`` reads one id from ``a_m`` and one below."""
+    ex = format_task("multiadd", torch.randint(0, 10, (2, 3, 3)), None, 3)  # two sums of three 3-digit operands
+    start = torch.tensor([1, 40])
+    src, answer = number_ids(ex.src < 10, start), number_ids(ex.tgt_in < 10, start)
+    assert src[0].tolist() == [1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4]  # "$" a1(3) "+" a2(3) "+" a3(3) "&"
+    assert answer[0].tolist() == [1] + [2] * 6 + [3] * 6 + [4] * 5  # "$" s1(5) "+" s2(5) "+" s3(5)
+    assert (src[1] - src[0] == 39).all() and (answer[1] - answer[0] == 39).all()
+
+
+def test_coupling_second_level_is_a_table_of_its_own_that_moves_the_embedding():
+    from abcmini.nn.decoder import build_model
+
+    one, two = (RunConfig(task="multiadd", arch="decoder", scheme="coupling", preset="tiny", pad_width=3, train_digits=3,
+                          coupling_levels=levels) for levels in (1, 2))
+    model = build_model(two.model_config()).eval()
+    assert model.token_positions.numbers is not None and build_model(one.model_config()).token_positions.numbers is None
+    ex = format_task("multiadd", torch.randint(0, 10, (2, 4, 3)), None, 3)
+    shift = model.shift(ex.src, ex.tgt_in.shape[1])
+    assert shift.tolist() == [[1, 1], [1, 1]]  # fixed at test
+    base = model.place(torch.zeros(2, ex.src.shape[1], model.cfg.d_model), ex.src, ex.src.shape[1], shift)
+    torch.nn.init.zeros_(model.token_positions.numbers.weight)
+    assert not torch.equal(base, model.place(torch.zeros_like(base), ex.src, ex.src.shape[1], shift))
+    with pytest.raises(ConfigError, match="coupling-levels"):
+        RunConfig(task="multiadd", scheme="fire", coupling_levels=2)
 
 
 @pytest.mark.parametrize("arch", ["encoder-decoder", "decoder"])

@@ -172,7 +172,8 @@ class Scaffolded(nn.Module):
     def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):
         super().__init__()
         self.cfg, self.scaffold, self._biases = cfg, scaffold, {}
-        self.token_positions = TokenPositions(cfg.scheme, cfg.d_model, cfg.digit_tokens, cfg.pe_scale, cfg.max_position) if cfg.scheme in TOKEN_SCHEMES else None
+        self.token_positions = TokenPositions(cfg.scheme, cfg.d_model, cfg.digit_tokens, cfg.pe_scale, cfg.max_position,
+                                              cfg.coupling_levels) if cfg.scheme in TOKEN_SCHEMES else None
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
 
     def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
@@ -184,11 +185,11 @@ class Scaffolded(nn.Module):
     def shift(self, src: torch.Tensor, n_q: int):
         """One draw of the token positions' shifts for a batch (``token_positions.TokenPositions.draw``):
         its numbers are at most the prompt's longest or the ``n_q`` answer tokens long (measured in
-        training only: a test's shift is fixed)."""
+        training only: a test's shift is fixed), and a part has at most as many numbers as tokens."""
         if self.token_positions is None:
             return None
         longest = max(int(significance(src < self.cfg.digit_tokens, False).max()) + 1, n_q) if self.training else n_q
-        return self.token_positions.draw(src.shape[0], longest, src.device)
+        return self.token_positions.draw(src.shape[0], longest, src.device, count=max(src.shape[1], n_q))
 
     def place(self, x: torch.Tensor, tokens: torch.Tensor, answer_from: int, shift, total: int | None = None, last: int | None = None):
         """``x`` plus the token positions of ``tokens`` (their ``last`` rows only, when decoding a step)."""

@@ -18,26 +18,32 @@ TOKEN_SCHEMES = ("random", "abacus", "coupling")
 
 
 class TokenPositions(nn.Module):
-    def __init__(self, scheme: str, dim: int, digit_tokens: int, pe_scale: float = 1.0, max_position: int | None = None):
+    def __init__(self, scheme: str, dim: int, digit_tokens: int, pe_scale: float = 1.0, max_position: int | None = None,
+                 levels: int = 1):
         super().__init__()
         self.scheme, self.dim, self.digit_tokens, self.pe_scale = scheme, dim, digit_tokens, pe_scale
         self.max_position = max_position or {"abacus": abacus.MAX_POSITION, "coupling": coupling.MAX_POSITION}.get(scheme, MAX_LENGTH)
         if scheme != "random":
             self.table = nn.Embedding(self.max_position + 1, dim)
+        self.numbers = nn.Embedding(self.max_position + 1, dim) if levels == 2 else None  # Coupling's second level
         self._test_draws = {}  # a test's randomized positions, drawn once per (batch, length): every decoding step reads them
 
-    def draw(self, batch: int, longest: int, device) -> torch.Tensor | None:
+    def draw(self, batch: int, longest: int, device, count: int = 0) -> torch.Tensor | None:
         """``[batch]``: each example's shift of its ids, Abacus's offset ``k`` or Coupling's start
         ``s``, drawn at random in training so that ids up to ``max_position`` are trained, fixed at
         test (``k`` 0, ``s`` 1); ``longest`` bounds the length of the sequence's numbers in digits:
         its longest number's top id, ``1 + k + longest − 1`` or ``s + longest − 1``, reaches
-        ``max_position`` and no further."""
+        ``max_position`` and no further. With Coupling's second level, ``[batch 2]``: each start
+        ``t`` beside ``s``, drawn so that ``t`` plus ``count`` (a bound on a part's numbers) fits."""
         if self.scheme == "random":
             return None
         low = 0 if self.scheme == "abacus" else 1
+        bounds = [longest] if self.numbers is None else [longest, count]
         if not self.training:
-            return torch.full((batch,), low, device=device)
-        return torch.randint(low, max(low, self.max_position - longest + low) + 1, (batch,)).to(device)
+            starts = [torch.full((batch,), low, device=device) for _ in bounds]
+        else:
+            starts = [torch.randint(low, max(low, self.max_position - n + low) + 1, (batch,)).to(device) for n in bounds]
+        return starts[0] if self.numbers is None else torch.stack(starts, dim=-1)
 
     def forward(self, tokens: torch.Tensor, answer_from: int, shift: torch.Tensor | None, total: int | None = None) -> torch.Tensor:
         """``[b n d]`` for ``tokens [b n]``; ``total``: the length the sequence will reach when
@@ -49,11 +55,18 @@ class TokenPositions(nn.Module):
                 raise InputError(f"a sequence of {total} tokens exceeds the {self.max_position} randomized positions")
             return self.pe_scale * sinusoidal(self.randomized(batch, total, tokens.device)[:, :n], self.dim)
         ids_of = abacus.abacus_ids if self.scheme == "abacus" else coupling.coupled_ids
-        digit = tokens < self.digit_tokens
-        ids = torch.cat([ids_of(digit[:, :answer_from], False, shift), ids_of(digit[:, answer_from:], True, shift)], dim=1)
+        digit, starts = tokens < self.digit_tokens, shift.reshape(batch, -1)
+        ids = torch.cat([ids_of(digit[:, :answer_from], False, starts[:, 0]), ids_of(digit[:, answer_from:], True, starts[:, 0])], dim=1)
+        if self.numbers is None:
+            return self.table(self.checked(ids))
+        index = torch.cat([coupling.number_ids(digit[:, :answer_from], starts[:, 1]),
+                           coupling.number_ids(digit[:, answer_from:], starts[:, 1])], dim=1)
+        return self.table(self.checked(ids)) + self.numbers(self.checked(index))
+
+    def checked(self, ids: torch.Tensor) -> torch.Tensor:
         if int(ids.max()) > self.max_position:
             raise InputError(f"position id {int(ids.max())} exceeds the {self.scheme} table's {self.max_position}")
-        return self.table(ids)
+        return ids
 
     def randomized(self, batch: int, total: int, device) -> torch.Tensor:
         """``[batch total]`` randomized positions: a fresh draw in training; at test the seeded
