@@ -198,7 +198,7 @@ class RunConfig:
     d_model: int | None = setting(None, "shared", "Model width; the feed-forward width is 4x [default: the preset's].")
     max_position: int | None = setting(None, "shared", "random, abacus, coupling: positions in their range or table "
                                        "[default: 2048, 512, 512].")
-    coupling_levels: int = setting(1, "run", "coupling: 2 adds each number's index (multiadd).")
+    coupling_levels: int = setting(1, "run", "Coupling's levels: 2 on multiadd, 3 on multiply.")
     enc_layers: int | None = setting(None, "run", 'Encoder depth (0: no encoder).')
     pe_scale: float = setting(1.0, "run", 'Amplitude of the sinusoidal encoding.')
     pad_width: int | None = setting(_PAPER.pad_width, "shared", 'The fixed frame: operands padded to this many digits.')
@@ -261,8 +261,10 @@ class RunConfig:
             raise ConfigError("--frame-spread widens a fixed frame; the growing geometry has none")
         if self.max_position is not None and self.scheme not in ("random", "abacus", "coupling"):
             raise ConfigError(f"--max-position sizes the positions of random, abacus and coupling; {self.scheme} has none")
-        if self.coupling_levels != 1 and (self.scheme != "coupling" or self.coupling_levels != 2):
-            raise ConfigError(f"--coupling-levels is 1 or 2 with coupling, not {self.coupling_levels} with {self.scheme}")
+        if self.coupling_levels != 1 and (self.scheme != "coupling" or
+                                          (self.coupling_levels, self.task) not in ((2, "multiadd"), (3, "multiply"))):
+            raise ConfigError("--coupling-levels is 1, or with coupling 2 on multiadd and 3 on multiply; "
+                              f"not {self.coupling_levels} with {self.scheme} on {self.task}")
         if self.pad_width is not None and self.pad_width < self.train_digits:
             raise ConfigError(f"pad width must be at least {self.train_digits} (the training numbers have up to {self.train_digits} digits)")
         if self.min_steps > self.steps:

@@ -30,7 +30,7 @@ BOUNDS = {  # the lowest and highest value of each integer a user sets, checked 
     "batch_size": (1, 10**7), "valid_size": (1, 10**7), "samples": (None, 10**7), "calibration.samples": (None, 10**7),
     "lengths": (1, 10**6), "pad_width": (None, 10**6), "frame_spread": (0, 10**6), "window": (0, 10**6), "period": (0, 10**6),
     "enc_layers": (0, 1000), "layers": (1, 1000), "heads": (1, 1024), "d_model": (1, 1 << 16), "max_position": (2, 10**6),
-    "coupling_levels": (1, 2),
+    "coupling_levels": (1, 3),
     "train_digits": (1, 10**4), "threads": (None, 4096), "workers": (None, 4096)}
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from abcmini.nn.abacus import abacus_ids
-from abcmini.nn.coupling import coupled_ids, number_ids
+from abcmini.nn.coupling import coupled_ids, multiply_ids, number_ids
 from abcmini.experiment import RunConfig
 from abcmini.names import ConfigError
 from abcmini.nn.fire import FIRE
@@ -59,6 +59,20 @@ def test_coupling_second_level_gives_a_running_sum_the_id_of_the_operand_it_adds
     assert (src[1] - src[0] == 39).all() and (answer[1] - answer[0] == 39).all()
 
 
+def test_coupling_on_multiply_points_each_row_at_the_digits_of_a_b_and_the_sum_it_adds_to():
+    """``$12*34&`` → ``840+8040+`` (s_0 = 12·4 = 48, s_1 = 48 + 12·30 = 408, reversed): row k of
+    block j reads a's digit k − j, b's digit j and row k of block j − 1, one shared id each."""
+    ex = format_task("multiply", torch.tensor([[1, 2]]), torch.tensor([[3, 4]]), 2)
+    levels, n = multiply_ids(ex.src < 10, ex.tgt_in < 10, torch.tensor([[10, 20, 30]])), ex.src.shape[1]
+    prompt, answer = [level[0, :n].tolist() for level in levels], [level[0, n:].tolist() for level in levels]
+    #               $   1   2   *   3   4   &
+    assert prompt == [[9, 11, 10, 9, 9, 9, 9], [19, 19, 19, 19, 21, 20, 19], [29] * 7]
+    #                 $  8   4   0   +  8   0   4   0   +
+    assert answer == [[9, 10, 11, 12, 9, 9, 10, 11, 12, 9],  # a's digit k − j (10: the 2, 11: the 1); row 0 of s_1 copies
+                      [19, 20, 20, 20, 20, 21, 21, 21, 21, 21],  # b's digit j (20: the 4, 21: the 3)
+                      [29, 30, 31, 32, 29, 30, 31, 32, 33, 29]]  # row k of every block
+
+
 def test_coupling_second_level_is_a_table_of_its_own_that_moves_the_embedding():
     from abcmini.nn.decoder import build_model
 
@@ -72,8 +86,9 @@ def test_coupling_second_level_is_a_table_of_its_own_that_moves_the_embedding():
     base = model.place(torch.zeros(2, ex.src.shape[1], model.cfg.d_model), ex.src, ex.src.shape[1], shift)
     torch.nn.init.zeros_(model.token_positions.numbers.weight)
     assert not torch.equal(base, model.place(torch.zeros_like(base), ex.src, ex.src.shape[1], shift))
-    with pytest.raises(ConfigError, match="coupling-levels"):
-        RunConfig(task="multiadd", scheme="fire", coupling_levels=2)
+    for task, scheme, levels in (("multiadd", "fire", 2), ("addition", "coupling", 2), ("multiadd", "coupling", 3)):
+        with pytest.raises(ConfigError, match="coupling-levels"):
+            RunConfig(task=task, scheme=scheme, coupling_levels=levels)
 
 
 @pytest.mark.parametrize("arch", ["encoder-decoder", "decoder"])

@@ -24,7 +24,7 @@ class ModelConfig:
     cpi_unit: str = "token"  # CPI counts input tokens, or operand "pair"s of an interleaved input (from its end)
     max_distance: int = 16  # clipping distance of the relative PE
     max_position: int | None = None  # randomized positions' range, Abacus's and Coupling's table (None: the module's default)
-    coupling_levels: int = 1  # Position Coupling's levels: 2 adds each number's index (Cho et al. 2025)
+    coupling_levels: int = 1  # Position Coupling's levels (Cho et al. 2025): 2 on multiadd, 3 on multiply
     pe_scale: float = 1.0  # amplitude of the sinusoidal encoding (vanilla) next to N(0, 1) token embeddings
     vocab_size: int = 15  # tokens; abcmini's vocabulary is "0123456789+*$&@" (abcmini.tasks.VOCAB)
     sos: int = 12  # the token that starts every output (greedy decoding)

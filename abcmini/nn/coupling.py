@@ -10,7 +10,9 @@ here, for 500-digit tests (its 30 → 200-digit addition used 202).
 Its multi-level form (Cho et al. 2025, "Arithmetic Transformers Can Length-Generalize in Both
 Operand Length and Count", ICLR) adds a second id from a table of its own: each number's index
 among the numbers of its part (prompt or answer), from a random start ``t``, so that a running
-sum of ``multiadd``'s scratchpad and the operand it adds share one id, as equal significances do.
+sum of ``multiadd``'s scratchpad and the operand it adds share one id, as equal significances do;
+on ``multiply`` three levels (``multiply_ids``) point a running sum's digit at the three digits
+it needs, as the paper's three do in its own scratchpad.
 """
 
 import torch
@@ -31,3 +33,31 @@ def number_ids(digit: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
     first) and the separator after it, ``t`` before the first; ``start [b]`` holds each ``t``."""
     begins = digit & ~torch.nn.functional.pad(digit[..., :-1], (1, 0), value=False)
     return begins.long().cumsum(-1) + start[:, None]
+
+
+def level_ids(digit: torch.Tensor, answer_from: int, starts: torch.Tensor) -> list[torch.Tensor]:
+    """Each level's ids ``[b n]`` of a sequence whose answer starts at ``answer_from`` (prompt
+    most significant digit first, answer reversed); ``starts [b levels]``: each level's start."""
+    prompt, answer = digit[:, :answer_from], digit[:, answer_from:]
+    if starts.shape[1] == 3:
+        return multiply_ids(prompt, answer, starts)
+    ids = [torch.cat([coupled_ids(prompt, False, starts[:, 0]), coupled_ids(answer, True, starts[:, 0])], dim=1)]
+    if starts.shape[1] == 2:
+        ids.append(torch.cat([number_ids(prompt, starts[:, 1]), number_ids(answer, starts[:, 1])], dim=1))
+    return ids
+
+
+def multiply_ids(prompt: torch.Tensor, answer: torch.Tensor, starts: torch.Tensor) -> list[torch.Tensor]:
+    """``multiply``'s three levels for ``$a*b&`` → ``s_0+s_1+…``: digit ``k`` of the running sum
+    ``s_j`` (which adds ``a_{k−j}·b_j`` to ``s_{j−1}``'s digit ``k``) gets ``s + k − j``, the id of
+    ``a``'s digit ``k − j``; ``t + j``, the id of ``b``'s digit ``j`` (every token of block ``j``
+    has it); ``u + k``, the id of ``s_{j−1}``'s digit ``k``. A token with no part in a level
+    gets that level's start less one (the rows below ``a``'s lowest digit, which only copy, too)."""
+    s, t, u = (starts[:, level, None] for level in range(3))
+    place, number = significance(prompt, False), number_ids(prompt, torch.zeros_like(starts[:, 0]))
+    in_a, in_b = (place >= 0) & (number == 1), (place >= 0) & (number == 2)
+    prompt_ids = [torch.where(in_a, s + place, s - 1), torch.where(in_b, t + place, t - 1), (u - 1).expand_as(place)]
+    place, block = significance(answer, True), number_ids(answer, torch.zeros_like(starts[:, 0])) - 1
+    shifted = place - block
+    answer_ids = [torch.where((place >= 0) & (shifted >= 0), s + shifted, s - 1), t + block, u + place]
+    return [torch.cat(pair, dim=1) for pair in zip(prompt_ids, answer_ids)]

@@ -25,7 +25,8 @@ class TokenPositions(nn.Module):
         self.max_position = max_position or {"abacus": abacus.MAX_POSITION, "coupling": coupling.MAX_POSITION}.get(scheme, MAX_LENGTH)
         if scheme != "random":
             self.table = nn.Embedding(self.max_position + 1, dim)
-        self.numbers = nn.Embedding(self.max_position + 1, dim) if levels == 2 else None  # Coupling's second level
+        self.numbers = nn.Embedding(self.max_position + 1, dim) if levels >= 2 else None  # Coupling's second level
+        self.sums = nn.Embedding(self.max_position + 1, dim) if levels == 3 else None  # … and multiply's third
         self._test_draws = {}  # a test's randomized positions, drawn once per (batch, length): every decoding step reads them
 
     def draw(self, batch: int, longest: int, device, count: int = 0) -> torch.Tensor | None:
@@ -38,7 +39,7 @@ class TokenPositions(nn.Module):
         if self.scheme == "random":
             return None
         low = 0 if self.scheme == "abacus" else 1
-        bounds = [longest] if self.numbers is None else [longest, count]
+        bounds = [longest, count, longest][: 1 + (self.numbers is not None) + (self.sums is not None)]
         if not self.training:
             starts = [torch.full((batch,), low, device=device) for _ in bounds]
         else:
@@ -54,19 +55,16 @@ class TokenPositions(nn.Module):
             if total > self.max_position:
                 raise InputError(f"a sequence of {total} tokens exceeds the {self.max_position} randomized positions")
             return self.pe_scale * sinusoidal(self.randomized(batch, total, tokens.device)[:, :n], self.dim)
-        ids_of = abacus.abacus_ids if self.scheme == "abacus" else coupling.coupled_ids
         digit, starts = tokens < self.digit_tokens, shift.reshape(batch, -1)
-        ids = torch.cat([ids_of(digit[:, :answer_from], False, starts[:, 0]), ids_of(digit[:, answer_from:], True, starts[:, 0])], dim=1)
-        if self.numbers is None:
-            return self.table(self.checked(ids))
-        index = torch.cat([coupling.number_ids(digit[:, :answer_from], starts[:, 1]),
-                           coupling.number_ids(digit[:, answer_from:], starts[:, 1])], dim=1)
-        return self.table(self.checked(ids)) + self.numbers(self.checked(index))
-
-    def checked(self, ids: torch.Tensor) -> torch.Tensor:
-        if int(ids.max()) > self.max_position:
-            raise InputError(f"position id {int(ids.max())} exceeds the {self.scheme} table's {self.max_position}")
-        return ids
+        if self.scheme == "abacus":
+            levels = [torch.cat([abacus.abacus_ids(digit[:, :answer_from], False, shift),
+                                 abacus.abacus_ids(digit[:, answer_from:], True, shift)], dim=1)]
+        else:
+            levels = coupling.level_ids(digit, answer_from, starts)
+        top = max(int(ids.max()) for ids in levels)
+        if top > self.max_position:
+            raise InputError(f"position id {top} exceeds the {self.scheme} table's {self.max_position}")
+        return sum(table(ids) for table, ids in zip((self.table, self.numbers, self.sums), levels))
 
     def randomized(self, batch: int, total: int, device) -> torch.Tensor:
         """``[batch total]`` randomized positions: a fresh draw in training; at test the seeded
