@@ -162,3 +162,16 @@ def test_each_new_scheme_trains_and_decodes_in_both_models(tmp_path, arch, schem
     ex = addition(digits=30, pad=34, n=8)  # far past the training frame
     steps = ex.tgt_out.shape[1]
     assert torch.equal(trainer.model.greedy(ex.src, steps), trainer.model.greedy(ex.src, steps, use_cache=False))
+
+
+@pytest.mark.parametrize("arch", ["encoder-decoder", "decoder"])
+@pytest.mark.parametrize("task, levels", [("multiadd", 2), ("multiply", 3)])
+def test_coupling_levels_train_and_decode_past_the_training_frame(tmp_path, arch, task, levels):
+    trainer = Trainer(RunConfig(task=task, arch=arch, scheme="coupling", coupling_levels=levels, preset="tiny", pad_width=3,
+                                train_digits=3, steps=2, batch_size=8, valid_size=10), str(tmp_path))
+    assert all(trainer.step() > 0 for _ in range(2))
+    trainer.model.eval()
+    a = torch.randint(0, 10, (4, 12, 9) if task == "multiadd" else (4, 9))  # 3× the digits (and 12 operands)
+    ex = format_task(task, a, None if task == "multiadd" else torch.randint(0, 10, (4, 9)), 9)
+    steps = ex.tgt_out.shape[1]
+    assert torch.equal(trainer.model.greedy(ex.src, steps), trainer.model.greedy(ex.src, steps, use_cache=False))

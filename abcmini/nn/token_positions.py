@@ -34,8 +34,9 @@ class TokenPositions(nn.Module):
         ``s``, drawn at random in training so that ids up to ``max_position`` are trained, fixed at
         test (``k`` 0, ``s`` 1); ``longest`` bounds the length of the sequence's numbers in digits:
         its longest number's top id, ``1 + k + longest − 1`` or ``s + longest − 1``, reaches
-        ``max_position`` and no further. With Coupling's second level, ``[batch 2]``: each start
-        ``t`` beside ``s``, drawn so that ``t`` plus ``count`` (a bound on a part's numbers) fits."""
+        ``max_position`` and no further. With Coupling's levels, ``[batch levels]``: the second's
+        start ``t`` drawn so that ``t`` plus ``count`` (a bound on a part's numbers) fits, the third's
+        (``multiply``'s running sums) as ``s``."""
         if self.scheme == "random":
             return None
         low = 0 if self.scheme == "abacus" else 1
