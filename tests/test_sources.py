@@ -84,7 +84,8 @@ TRAINED = sorted(glob.glob("results/checkpoints/*/abc-s*"))
 @pytest.mark.parametrize("path", TRAINED)
 def test_a_shipped_abc_checkpoint_scores_its_record_at_the_training_length(path, tmp_path):
     """results/checkpoints: the weights behind a multi-operand record, tested again from a copy,
-    give the record's exact match at the training length (the longer tests: a GPU's work)."""
+    give the record's exact match at the training length (the longer tests take up to an hour a
+    seed on one thread)."""
     task, name = path.split(os.sep)[-2:]
     record = json.load(open(os.path.join("results", "multi" if task == "multiadd" else "multiply", task, name, "eval.json")))
     state = torch.load(os.path.join(path, "checkpoint.pt"), weights_only=True)

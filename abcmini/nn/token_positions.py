@@ -22,7 +22,7 @@ class TokenPositions(nn.Module):
     def __init__(self, scheme: str, dim: int, digit_tokens: int, pe_scale: float = 1.0, max_position: int | None = None,
                  levels: int = 1):
         super().__init__()
-        self.scheme, self.dim, self.digit_tokens, self.pe_scale = scheme, dim, digit_tokens, pe_scale
+        self.scheme, self.dim, self.digit_tokens, self.pe_scale, self.levels = scheme, dim, digit_tokens, pe_scale, levels
         self.max_position = max_position or {"abacus": abacus.MAX_POSITION, "coupling": coupling.MAX_POSITION}.get(scheme, MAX_LENGTH)
         if scheme != "random":
             self.table = nn.Embedding(self.max_position + 1, dim)
@@ -41,12 +41,12 @@ class TokenPositions(nn.Module):
         if self.scheme == "random":
             return None
         low = 0 if self.scheme == "abacus" else 1
-        bounds = [longest, count, longest][: 1 + (self.numbers is not None) + (self.sums is not None)]
+        bounds = [longest, count, longest][: self.levels]
         if not self.training:
             starts = [torch.full((batch,), low, device=device) for _ in bounds]
         else:
             starts = [torch.randint(low, max(low, self.max_position - n + low) + 1, (batch,)).to(device) for n in bounds]
-        return starts[0] if self.numbers is None else torch.stack(starts, dim=-1)
+        return starts[0] if self.levels == 1 else torch.stack(starts, dim=-1)
 
     def forward(self, tokens: torch.Tensor, answer_from: int, shift: torch.Tensor | None, total: int | None = None) -> torch.Tensor:
         """``[b n d]`` for ``tokens [b n]``; ``total``: the length the sequence will reach when
