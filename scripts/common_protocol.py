@@ -39,7 +39,7 @@ import sys
 from abcmini.config import POOL_DIGITS as POOL  # the pool's longest number: the recipes' training length
 from abcmini.outputs.method_views import reach
 from abcmini.recipes import RECIPES
-from abcmini.store import load_checkpoint
+from abcmini.store import CHECKPOINT, load_checkpoint
 from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "common-protocol")
@@ -85,6 +85,14 @@ def floor_steps(task: str, digits: int) -> int:
     return max(math.ceil((r["train_examples"] + r["interpolation_examples"]) / BATCH) for r in records)
 
 
+def reached(out: str, cap: int) -> int:
+    """The doublings of ``cap`` the run in ``out`` was given (0 if none): a run stopped under a
+    doubled cap goes on under that cap, not the first one it has already passed."""
+    if not os.path.exists(os.path.join(out, CHECKPOINT)):
+        return 0
+    return max(0, (load_checkpoint(out)["config"]["steps"] // cap).bit_length() - 1)
+
+
 def converged(out: str) -> bool:
     """Whether the run in ``out`` ended at ``PLATEAU`` or above and within ``SPIKE`` of its best validation."""
     validation = [entry["valid_acc"] for entry in load_checkpoint(out)["history"]]
@@ -103,8 +111,9 @@ def run(task: str, method: str, seed: str, digits: int) -> None:
     else:
         floor = floor_steps(task, digits)
         args += [*SHAPES[method].get(task, SHAPES[method]["*"]), "--min-steps", str(floor)]
-        for doubling in range(DOUBLINGS + 1):
-            abcmini("train", *args, "--steps", str(max(CAP, 2 * floor) << doubling), "--lengths", str(digits),
+        cap = max(CAP, 2 * floor)
+        for doubling in range(reached(out, cap), DOUBLINGS + 1):
+            abcmini("train", *args, "--steps", str(cap << doubling), "--lengths", str(digits),
                     "--out", out, "--threads", "1", "--continue")
             if converged(out):
                 break

@@ -16,3 +16,14 @@ def test_a_run_goes_on_below_the_plateau_or_after_a_spike_in_its_last_steps(scri
     history = [{"step": 250 * (i + 1), "valid_acc": v} for i, v in enumerate(validation)]
     save_checkpoint(str(tmp_path), {"config": {}, "model": {"weight": torch.zeros(1)}, "history": history})
     assert script("common_protocol").converged(str(tmp_path)) is done
+
+
+@pytest.mark.parametrize("steps, doublings", [(None, 0), (19500, 0), (39000, 1), (78000, 2)])
+def test_a_run_stopped_under_a_doubled_cap_goes_on_under_that_cap(script, tmp_path, steps, doublings):
+    """addition-fire+varied-uniform-s2 stopped at step 26,000 of its doubled cap of 39,000: resumed
+    from the first cap (19,500) it ended there, 13,000 steps short of its budget."""
+    if steps is not None:
+        history = [{"step": 26000, "valid_acc": 1.0}]
+        state = {"config": {"steps": steps}, "model": {"weight": torch.zeros(1)}, "history": history}
+        save_checkpoint(str(tmp_path), state)
+    assert script("common_protocol").reached(str(tmp_path), 19500) == doublings
