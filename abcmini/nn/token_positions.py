@@ -2,8 +2,8 @@
 sequence and added to the token embeddings: randomized positions (``abcmini.nn.randomized``, with
 the sinusoidal encoding), Abacus (``abcmini.nn.abacus``) and Position Coupling
 (``abcmini.nn.coupling``), both into a learned table (Coupling's further levels, a table each,
-summed). Prompts write their numbers most significant
-digit first, answers least significant first; ``answer_from`` says where the answer starts.
+summed). Prompts write their numbers most significant digit first, answers least significant
+first; ``answer_from`` says where the answer starts.
 """
 
 import torch
