@@ -23,7 +23,8 @@ thread) and write ``results/experiments/common-protocol/TASK-METHOD-uniform-sSEE
 digit by digit); it resumes where it stopped. METHOD ``abc`` is ABC's cell of the ``decoder``
 recipe: the floor of the others at a training length other than 7 (at 7 the ``decoder``
 records give it, trained on the paper's pool).
-``python scripts/common_protocol.py table``: the page's tables from those records.
+``python scripts/common_protocol.py table``: the page's tables from those records;
+``python scripts/common_protocol.py plot PNG``: the sweep as a figure (``sweep_plot``).
 """
 
 import glob
@@ -37,7 +38,7 @@ import statistics
 import sys
 
 from abcmini.config import POOL_DIGITS as POOL  # the pool's longest number: the recipes' training length
-from abcmini.outputs.method_views import reach
+from abcmini.outputs.method_views import held_to, reach
 from abcmini.recipes import RECIPES
 from abcmini.store import CHECKPOINT, load_checkpoint
 from one_thread import abcmini  # scripts/one_thread.py
@@ -48,6 +49,7 @@ HELD = 0.01  # a length below this ends the cell's tests
 PLATEAU = 0.90  # validation a run must reach before its cap counts as its budget
 SPIKE = 0.02  # a run's last validation this far below its best: it ended on a spike and goes on
 CAP, DOUBLINGS, BATCH = 8000, 2, 128
+NONE = 0.5  # where the sweep's plot puts a seed that holds no tested length at 99%
 
 
 def shape(layers: int, heads: int, d_model: int) -> list[str]:
@@ -167,13 +169,19 @@ def grid_table(found: list[dict]) -> None:
               f"{cell([r['valid_acc'] for r in runs])} |")
 
 
+def sweep_runs(found: list[dict], method: str, digits: int) -> list[dict]:
+    """The sweep's seeds of ``method`` trained on Addition up to ``digits`` (today's methods'
+    first cells, from the pool, are the grid's only)."""
+    return [r for r in found if r["task"] == "addition" and r["method"] == method and r["digits"] == digits
+            and r.get("numbers") != "pool"]
+
+
 def sweep_table(found: list[dict]) -> None:
     print("| method | trained on | seeds | ≥ 99% to, per seed (× training length) | ≥ 90% to | examples (M) |")
     print("|---|---|---|---|---|---|")
     for method in ("abc", *SHAPES):
         for digits in SWEEP:
-            runs = [r for r in found if r["task"] == "addition" and r["method"] == method and r["digits"] == digits
-                    and r.get("numbers") != "pool"]  # today's methods' first cells, from the pool, are the grid's only
+            runs = sweep_runs(found, method, digits)
             if not runs:
                 continue
             spans = [" / ".join(reach(r["accuracy"], at, digits) for r in runs) for at in (0.99, 0.90)]
@@ -181,11 +189,43 @@ def sweep_table(found: list[dict]) -> None:
                   f"{statistics.median(r['train_examples'] + (r.get('interpolation_examples') or 0) for r in runs) / 1e6:.2f} |")
 
 
+def sweep_plot(found: list[dict]):
+    """Extrapolation ratio (the longest length held at 99%, over the training length) against
+    the training length: a line through each method's medians, its seeds as dots. A seed that
+    holds no tested length sits on the "none" row below 1×."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, method in enumerate(("abc", *SHAPES)):
+        trained = [d for d in SWEEP if sweep_runs(found, method, d)]
+        ratios = [[max(held_to(r["accuracy"], 0.99) / d, NONE) for r in sweep_runs(found, method, d)] for d in trained]
+        if not trained:
+            continue
+        shifted = [d * 1.04 ** (i - len(SHAPES) / 2) for d in trained]  # side by side where methods tie
+        line, = ax.plot(shifted, [statistics.median(r) for r in ratios], marker="o", label=method.removesuffix("+varied"))
+        for x, seeds in zip(shifted, ratios):
+            ax.scatter([x] * len(seeds), seeds, color=line.get_color(), alpha=0.35, s=14)
+    ticks = [NONE, 1, 2, 5, 10, 20, 50, 100]
+    ax.set(xscale="log", yscale="log", xticks=SWEEP, yticks=ticks, xlim=(5.5, 38), ylim=(NONE / 1.5, 150),
+           xlabel="trained on numbers of up to … digits (Addition)", ylabel="≥ 99% to, × the training length",
+           title="How far each method extrapolates from how little")
+    ax.set_xticklabels(map(str, SWEEP))
+    ax.set_yticklabels(["none", *(f"{t}×" for t in ticks[1:])])
+    ax.minorticks_off()
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["table"]:
         grid_table(records())
         print()
         sweep_table(abc_at_pool() + records())
+    elif sys.argv[1:2] == ["plot"] and len(sys.argv) == 3:
+        sweep_plot(abc_at_pool() + records()).savefig(sys.argv[2], dpi=120)
     elif sys.argv[1:2] == ["run"] and len(sys.argv) in (5, 6) and sys.argv[2] in TASKS and sys.argv[3] in ("abc", *SHAPES):
         run(*sys.argv[2:5], int(sys.argv[5]) if len(sys.argv) == 6 else POOL)
     else:

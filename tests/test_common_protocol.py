@@ -27,3 +27,18 @@ def test_a_run_stopped_under_a_doubled_cap_goes_on_under_that_cap(script, tmp_pa
         state = {"config": {"steps": steps}, "model": {"weight": torch.zeros(1)}, "history": history}
         save_checkpoint(str(tmp_path), state)
     assert script("common_protocol").reached(str(tmp_path), 19500) == doublings
+
+
+def test_the_sweeps_plot_draws_each_methods_median_ratio_and_none_below_one(script):
+    """A line per method through its median of (longest length held at 99%) / training length;
+    a seed that holds nothing sits at ``NONE``; methods without records draw nothing."""
+    cp = script("common_protocol")
+    def cell(method, digits, accuracy):
+        return {"task": "addition", "method": method, "digits": digits, "accuracy": accuracy}
+    found = [cell("abc", 7, {"7": 1.0, "100": 1.0, "500": 0.995}),
+             *(cell("coupling+varied", 15, a) for a in ({"15": 1.0, "30": 0.995, "45": 0.5},
+                                                        {"15": 1.0, "30": 0.98}, {"15": 0.9})),
+             cell("coupling+varied", 7, {"7": 1.0, "10": 0.2}), cell("fire+varied", 30, {"30": 0.98})]
+    figure = cp.sweep_plot(found)
+    lines = {line.get_label(): list(line.get_ydata()) for line in figure.axes[0].get_lines()}
+    assert lines == {"abc": [500 / 7], "coupling": [1.0, 1.0], "fire": [cp.NONE]}
