@@ -101,13 +101,23 @@ def converged(out: str) -> bool:
     return validation[-1] >= max(PLATEAU, max(validation) - SPIKE)
 
 
+def sized(method: str, digits: int) -> list[str]:
+    """A cell's training numbers and frames at ``digits``. ABC at 7 is the paper's pool; elsewhere
+    every draw is digit by digit. ABC's frames (its training frame and the protocol's test frame)
+    keep the leading zeros the ``decoder`` recipe gives 7-digit numbers: its model never saw a
+    number without them. ``+varied`` runs train and test in frames of exactly the length."""
+    if digits == POOL:
+        return [] if method == "abc" else ["--train-numbers", "uniform"]
+    if method != "abc":
+        return ["--train-digits", str(digits), "--pad-width", str(digits)]
+    recipe = RECIPES["decoder"]
+    return ["--train-digits", str(digits), "--pad-width", str(digits + recipe.pad_width - POOL),
+            "--abc-pad-width", str(digits + recipe.abc_pad_width - POOL)]
+
+
 def run(task: str, method: str, seed: str, digits: int) -> None:
     out = os.path.join("runs", "common-protocol", name(task, method, seed, digits))
-    sized = (["--train-digits", str(digits), "--pad-width", str(digits)] if digits != POOL
-             else [] if method == "abc" else ["--train-numbers", "uniform"])  # ABC at 7: the paper's pool
-    if method == "abc" and digits != POOL:  # ABC's own frame: as many leading zeros as the recipe's gives 7 digits
-        sized += ["--abc-pad-width", str(digits + RECIPES["decoder"].abc_pad_width - POOL)]
-    args = ["--recipe", "decoder", "--task", task, "--method", method, "--seed", seed, *sized, "--no-wandb"]
+    args = ["--recipe", "decoder", "--task", task, "--method", method, "--seed", seed, *sized(method, digits), "--no-wandb"]
     if method == "abc":  # at 7 digits its cell is the decoder recipe's record: run at the other lengths only
         abcmini("train", *args, "--lengths", str(digits), "--out", out, "--threads", "1", "--continue")
     else:

@@ -42,3 +42,18 @@ def test_the_sweeps_plot_draws_each_methods_median_ratio_and_none_below_one(scri
     figure = cp.sweep_plot(found)
     lines = {line.get_label(): list(line.get_ydata()) for line in figure.axes[0].get_lines()}
     assert lines == {"abc": [500 / 7], "coupling": [1.0, 1.0], "fire": [cp.NONE]}
+
+
+@pytest.mark.parametrize("digits", [15, 30])
+def test_abc_in_the_sweep_is_tested_with_the_leading_zeros_it_trained_with(script, digits):
+    """ABC at 15 digits once ran with ``--pad-width 15``: tested in frames with no leading zeros,
+    which its training frames (``--abc-pad-width 18`` and wider) always had, it scored 0.02% at 15
+    digits after 100% validation. The frames keep the 7-digit recipe's margins at every length."""
+    cp = script("common_protocol")
+    recipe = cp.RECIPES["decoder"]
+    args = cp.sized("abc", digits)
+    value = {key: int(args[args.index(key) + 1]) for key in ("--train-digits", "--pad-width", "--abc-pad-width")}
+    assert value["--train-digits"] == digits
+    assert value["--pad-width"] - digits == recipe.pad_width - cp.POOL > 0
+    assert value["--abc-pad-width"] - digits == recipe.abc_pad_width - cp.POOL > 0
+    assert cp.sized("abc", cp.POOL) == []  # at 7: the decoder recipe's own cell
