@@ -37,6 +37,8 @@ import shutil
 import statistics
 import sys
 
+from matplotlib.figure import Figure  # no pyplot: no backend, no global figure state
+
 from abcmini.config import POOL_DIGITS as POOL  # the pool's longest number: the recipes' training length
 from abcmini.outputs.method_views import held_to, reach
 from abcmini.recipes import RECIPES
@@ -199,19 +201,17 @@ def sweep_table(found: list[dict]) -> None:
                   f"{statistics.median(r['train_examples'] + (r.get('interpolation_examples') or 0) for r in runs) / 1e6:.2f} |")
 
 
-def sweep_plot(found: list[dict]):
+def sweep_plot(found: list[dict]) -> Figure:
     """Extrapolation ratio (the longest length held at 99%, over the training length) against
     the training length: a line through each method's medians, its seeds as dots. A seed that
     holds no tested length sits on the "none" row below 1×."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.subplots()
     for i, method in enumerate(("abc", *SHAPES)):
         trained = [d for d in SWEEP if sweep_runs(found, method, d)]
-        ratios = [[max(held_to(r["accuracy"], 0.99) / d, NONE) for r in sweep_runs(found, method, d)] for d in trained]
         if not trained:
             continue
+        ratios = [[max(held_to(r["accuracy"], 0.99) / d, NONE) for r in sweep_runs(found, method, d)] for d in trained]
         shifted = [d * 1.04 ** (i - len(SHAPES) / 2) for d in trained]  # side by side where methods tie
         line, = ax.plot(shifted, [statistics.median(r) for r in ratios], marker="o", label=method.removesuffix("+varied"))
         for x, seeds in zip(shifted, ratios):
