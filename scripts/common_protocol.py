@@ -51,7 +51,7 @@ HELD = 0.01  # a length below this ends the cell's tests
 PLATEAU = 0.90  # validation a run must reach before its cap counts as its budget
 SPIKE = 0.02  # a run's last validation this far below its best: it ended on a spike and goes on
 CAP, DOUBLINGS, BATCH = 8000, 2, 128
-NONE = 0.5  # where the sweep's plot puts a seed that holds no tested length at 99%
+NONE = 0.1  # where the sweep's plot puts a seed that holds no tested length at 99%
 
 
 def shape(layers: int, heads: int, d_model: int) -> list[str]:
@@ -204,24 +204,25 @@ def sweep_table(found: list[dict]) -> None:
 def sweep_plot(found: list[dict]) -> Figure:
     """Extrapolation ratio (the longest length held at 99%, over the training length) against
     the training length: a line through each method's medians, its seeds as dots. A seed that
-    holds no tested length sits on the "none" row below 1×."""
+    holds only lengths below its training length sits below 1×; one that holds none, on the
+    "none" row."""
     fig = Figure(figsize=(6.4, 4.2))
     ax = fig.subplots()
     for i, method in enumerate(("abc", *SHAPES)):
         trained = [d for d in SWEEP if sweep_runs(found, method, d)]
         if not trained:
             continue
-        ratios = [[max(held_to(r["accuracy"], 0.99) / d, NONE) for r in sweep_runs(found, method, d)] for d in trained]
+        ratios = [[held_to(r["accuracy"], 0.99) / d or NONE for r in sweep_runs(found, method, d)] for d in trained]
         shifted = [d * 1.04 ** (i - len(SHAPES) / 2) for d in trained]  # side by side where methods tie
         line, = ax.plot(shifted, [statistics.median(r) for r in ratios], marker="o", label=method.removesuffix("+varied"))
         for x, seeds in zip(shifted, ratios):
             ax.scatter([x] * len(seeds), seeds, color=line.get_color(), alpha=0.35, s=14)
-    ticks = [NONE, 1, 2, 5, 10, 20, 50, 100]
+    ticks = [NONE, 0.25, 0.5, 1, 2, 5, 10, 20, 50, 100]
     ax.set(xscale="log", yscale="log", xticks=SWEEP, yticks=ticks, xlim=(5.5, 38), ylim=(NONE / 1.5, 150),
            xlabel="trained on numbers of up to … digits (Addition)", ylabel="≥ 99% to, × the training length",
            title="How far each method extrapolates from how little")
     ax.set_xticklabels(map(str, SWEEP))
-    ax.set_yticklabels(["none", *(f"{t}×" for t in ticks[1:])])
+    ax.set_yticklabels(["none", *(f"{t:g}×" for t in ticks[1:])])
     ax.minorticks_off()
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

@@ -31,17 +31,20 @@ def test_a_run_stopped_under_a_doubled_cap_goes_on_under_that_cap(script, tmp_pa
 
 def test_the_sweeps_plot_draws_each_methods_median_ratio_and_none_below_one(script):
     """A line per method through its median of (longest length held at 99%) / training length;
-    a seed that holds nothing sits at ``NONE``; methods without records draw nothing."""
+    a seed that holds only shorter lengths than its training length sits at that ratio below 1×,
+    one that holds nothing at ``NONE``; methods without records draw nothing."""
     cp = script("common_protocol")
     def cell(method, digits, accuracy):
         return {"task": "addition", "method": method, "digits": digits, "accuracy": accuracy}
     found = [cell("abc", 7, {"7": 1.0, "100": 1.0, "500": 0.995}),
              *(cell("coupling+varied", 15, a) for a in ({"15": 1.0, "30": 0.995, "45": 0.5},
                                                         {"15": 1.0, "30": 0.98}, {"15": 0.9})),
-             cell("coupling+varied", 7, {"7": 1.0, "10": 0.2}), cell("fire+varied", 30, {"30": 0.98})]
+             cell("coupling+varied", 7, {"7": 1.0, "10": 0.2}), cell("fire+varied", 30, {"30": 0.98}),
+             cell("abacus+varied", 15, {"6": 1.0, "10": 0.95, "15": 0.9})]
     figure = cp.sweep_plot(found)
     lines = {line.get_label(): list(line.get_ydata()) for line in figure.axes[0].get_lines()}
-    assert lines == {"abc": [500 / 7], "coupling": [1.0, 1.0], "fire": [cp.NONE]}
+    assert lines == {"abc": [500 / 7], "coupling": [1.0, 1.0], "fire": [cp.NONE], "abacus": [6 / 15]}
+    assert cp.NONE < 6 / 30  # below every ratio a held length can give
 
 
 @pytest.mark.parametrize("digits", [15, 30])
