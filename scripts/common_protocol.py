@@ -209,10 +209,11 @@ def sweep_plot(found: list[dict]) -> Figure:
     fig = Figure(figsize=(6.4, 4.2))
     ax = fig.subplots()
     for i, method in enumerate(("abc", *SHAPES)):
-        trained = [d for d in SWEEP if sweep_runs(found, method, d)]
+        runs = {d: sweep_runs(found, method, d) for d in SWEEP}
+        trained = [d for d in SWEEP if runs[d]]
         if not trained:
             continue
-        ratios = [[held_to(r["accuracy"], 0.99) / d or NONE for r in sweep_runs(found, method, d)] for d in trained]
+        ratios = [[held_to(r["accuracy"], 0.99) / d or NONE for r in runs[d]] for d in trained]
         shifted = [d * 1.04 ** (i - len(SHAPES) / 2) for d in trained]  # side by side where methods tie
         line, = ax.plot(shifted, [statistics.median(r) for r in ratios], marker="o", label=method.removesuffix("+varied"))
         for x, seeds in zip(shifted, ratios):
