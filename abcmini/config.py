@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from abcmini.names import TASKS, ConfigError, check_int, check_task, is_binary, method_label
 from abcmini.nn.config import ARCHS, PRESETS, ModelConfig
-from abcmini.nn.rules import RULES
+from abcmini.nn.rules import DEFAULT, RULES
 from abcmini.nn.schemes import SCHEMES
 
 POOL_DIGITS = len(str(2**20))  # L_int: the longest operand in the pool has 7 digits
@@ -65,12 +65,13 @@ class Calibration:
 
 
 def rule_names(spec: str) -> tuple[str, ...]:
-    """Calibration rules spelled out: ``all``, ``none``, names, or ``all,-band`` (all but band), in ``RULES``' order."""
+    """Calibration rules spelled out: ``all`` (``DEFAULT``: every rule but those on trial), ``none``,
+    names, or ``all,-band`` (all but band), in ``RULES``' order."""
     chosen = set()
     for word in filter(None, (w.strip() for w in spec.split(","))):
         name = word.removeprefix("-")
         if word in ("all", "none"):
-            chosen = set(RULES) if word == "all" else set()
+            chosen = set(DEFAULT) if word == "all" else set()
         elif name not in RULES:
             raise ConfigError(f"unknown calibration rule {name!r}; rules are all, none or {', '.join(RULES)}")
         elif word.startswith("-"):

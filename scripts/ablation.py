@@ -19,12 +19,12 @@ import sys
 
 import torch
 
-from abcmini.nn.rules import BLOCK_ONLY, RULES
+from abcmini.nn.rules import BLOCK_ONLY, DEFAULT
 from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "ablation")
 ROWS = {"algorithm-1": ["--calibration", "paper"], "algorithm-1-kappa-2.5": ["--rules", "none"], "all-rules": [],
-        **{f"without-{rule}": ["--rules", f"all,-{rule}"] for rule in RULES if rule not in BLOCK_ONLY}}
+        **{f"without-{rule}": ["--rules", f"all,-{rule}"] for rule in DEFAULT if rule not in BLOCK_ONLY}}
 
 
 def same(a, b) -> bool:

@@ -267,3 +267,26 @@ def test_the_procedure_without_rules_is_algorithm_1_on_the_last_layer():
         procedure(*args, rules=tuple(r for r in RULES if r != rule))
     with pytest.raises(ValueError, match="unknown calibration rules"):
         procedure(*args, rules=("bogus",))
+
+
+def test_same_digit_opens_a_line_on_every_operand_where_one_operand_has_it():
+    """Rule same_digit: a head reading operand a's aligned digit at 0.8 and b's at 0.2 keeps the
+    line on a alone under the dropoff pooled over the segments (Addition's seed 1 at 15 digits
+    had such a head: 0.81 and 0.19); with the rule the two averages are pooled, and the line is
+    open on both operands with one value. A one-token part (N×1's multiplier) is never pooled."""
+    m, n = 4, 12
+    rows = torch.arange(m)
+    attention = torch.full((1, m, n), 0.01)
+    attention[0, rows, 5 - rows], attention[0, rows, 11 - rows] = 0.8, 0.2  # row i: a's and b's digit i
+    attention = attention / attention.sum(-1, keepdim=True)
+
+    def line_zero(layout, **rule):  # the value of line 0 on a and on b (−inf: closed)
+        bias = calibrate(attention, 2.5, (-1,), layout=layout, **rule)
+        return [bias.values[index, 0, -bias.firsts[index]].item() for index in (1, 3)]
+
+    operands = ((0, 0), (1, 5), (6, 6), (7, 11))  # $, a, +, b
+    assert line_zero(operands)[1] == float("-inf") and line_zero(operands)[0] > float("-inf")
+    pooled = line_zero(operands, same_digit=True)
+    assert pooled[0] == pooled[1] > float("-inf")
+    one_digit = ((0, 0), (1, 5), (6, 6), (7, 7), (8, 11))  # b's first digit a one-token part
+    assert line_zero(one_digit, same_digit=True) == line_zero(one_digit)

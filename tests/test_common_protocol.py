@@ -1,10 +1,17 @@
 """``scripts/common_protocol.py``'s budget: which runs have converged and which go on with the
 cap doubled, read from the validation history in a run's checkpoint."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
-from abcmini.store import save_checkpoint
+from abcmini.nn.biases import NEG_INF, LineBias
+from abcmini.store import load_bias, save_bias, save_checkpoint
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.mark.parametrize("validation, done", [
     ([0.5, 0.95, 1.0, 1.0], True),  # a plateau at the top
@@ -60,3 +67,35 @@ def test_abc_in_the_sweep_is_tested_with_the_leading_zeros_it_trained_with(scrip
     assert value["--pad-width"] - digits == recipe.pad_width - cp.POOL > 0
     assert value["--abc-pad-width"] - digits == recipe.abc_pad_width - cp.POOL > 0
     assert cp.sized("abc", cp.POOL) == []  # at 7: the decoder recipe's own cell
+
+
+def test_mix_bias_takes_the_named_attentions_and_heads_from_the_other_file(tmp_path):
+    """``scripts/mix_bias.py``: the bias it writes is the base's, with the named attention, or one
+    head of it, materialized exactly as the other file's; files of different head counts, or an
+    output that exists, are one line of error, exit 2, and leave the files as they were."""
+    def bias(seed: int, heads: int = 3) -> dict:
+        values = torch.randn(2, heads, 5, generator=torch.Generator().manual_seed(seed))
+        values[values < 0] = NEG_INF  # about half the lines open
+        table = LineBias((1, 0), (-3, 0), values, right=False).state()
+        return {"task": "addition", "heads": heads, "pad_width": 20, "bias": {"self": table, "cross": {**table, "right": True}}}
+    for name, payload in (("a.pt", bias(0)), ("b.pt", bias(1)), ("wide.pt", bias(2, heads=4))):
+        save_bias(str(tmp_path / name), payload)
+    script = [sys.executable, os.path.join(ROOT, "scripts", "mix_bias.py"), *(str(tmp_path / f) for f in ("a.pt", "b.pt"))]
+    made = lambda path, kind: LineBias.from_state(load_bias(str(path))["bias"][kind])(9, 9)  # noqa: E731
+    for out, parts in (("cross.pt", ["cross"]), ("head.pt", ["self:1"])):
+        done = subprocess.run(script + [str(tmp_path / out), *parts], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    a, b = ({kind: made(tmp_path / f, kind) for kind in ("self", "cross")} for f in ("a.pt", "b.pt"))
+    assert torch.equal(made(tmp_path / "cross.pt", "cross"), b["cross"])
+    assert torch.equal(made(tmp_path / "cross.pt", "self"), a["self"])
+    head = made(tmp_path / "head.pt", "self")
+    assert torch.equal(head[1], b["self"][1]) and torch.equal(head[[0, 2]], a["self"][[0, 2]])
+    assert not torch.equal(a["self"][1], b["self"][1])  # the test would see a head not taken
+    other = [sys.executable, script[1], str(tmp_path / "a.pt"), str(tmp_path / "wide.pt")]
+    for args, message in ((other + [str(tmp_path / "new.pt"), "cross"], "differ in heads"),
+                          (script + [str(tmp_path / "new.pt"), "cross:3"], "below 3"),
+                          (script + [str(tmp_path / "cross.pt"), "self"], "exists")):
+        refused = subprocess.run(args, capture_output=True, text=True)
+        assert refused.returncode == 2 and message in refused.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "new.pt").exists()
+    assert torch.equal(made(tmp_path / "cross.pt", "self"), a["self"])  # not overwritten

@@ -3,8 +3,8 @@
 ``calibrate`` with its defaults is the paper's Algorithm 1, steps 2.1–2.4, on one attention
 ``Ā [h m n]``; each keyword beyond ``kappa``, ``deltas`` and ``right`` switches on one rule beyond
 it. ``procedure`` is ABC on a model: the paper's choices (last decoder layer, directions 1, −1
-and 0) with the named ``RULES`` a caller asks for; ``RULES`` all on is abcmini's default, none
-is Algorithm 1 as written. ``block_procedure`` is ABC for an output of one block per input
+and 0) with the named ``RULES`` a caller asks for; ``DEFAULT`` (every rule not on trial) is
+abcmini's procedure, none is Algorithm 1 as written. ``block_procedure`` is ABC for an output of one block per input
 number (``biases``, "ABC lines counted in blocks"). Every step is tensor code, with no loop over matrix cells. Plain
 PyTorch: task structure arrives as data (layout, padding masks); docs/recipe.md has the
 measurement behind each rule.
@@ -17,7 +17,7 @@ from einops import rearrange
 
 from abcmini.nn.biases import (NEG_INF, BlockCalibrated, BlockLines, Calibrated, Layout, LineBias, cell_offsets, in_segment,
                                 input_coordinates, line_ids, line_index, output_coordinates)
-from abcmini.nn.rules import RULES
+from abcmini.nn.rules import DEFAULT, RULES
 
 PAPER_DIRECTIONS = (1, -1, 0)  # "the diagonal, the anti-diagonal, and the vertical lines" (§4)
 SELF_DIRECTIONS = (1, 0)  # rule "directions": an anti-diagonal of a causal square is never extended
@@ -83,10 +83,28 @@ def nearest_band(kept: torch.Tensor, first: int) -> torch.Tensor:
     return kept.masked_fill(~band, NEG_INF)
 
 
+def pooled(parts: list) -> list:
+    """Rule same_digit: ``line_average``'s ``(segment, d, cells, first)`` per segment, with the
+    averages of the operands of one width (segments of more than one token) pooled over their
+    cells, so that a line kept on one operand is kept on every one of them."""
+    groups = {}
+    for index, (segment, d, cells, first) in enumerate(parts):
+        if segment is not None and segment[1] > segment[0]:
+            groups.setdefault((segment[1] - segment[0], first, d.shape[-1]), []).append(index)
+    parts = list(parts)
+    for members in groups.values():
+        cells = sum(parts[i][2] for i in members)
+        d = sum(parts[i][1] * parts[i][2] for i in members) / cells.clamp(min=1)
+        for i in members:
+            parts[i] = (parts[i][0], d, parts[i][2], parts[i][3])
+    return parts
+
+
 def calibrate(attention: torch.Tensor, kappa: float, deltas=PAPER_DIRECTIONS, right: bool = True, *,
               layout: Layout | None = None, min_support: float = 0.0, padding: torch.Tensor | None = None,
               no_vertical: torch.Tensor | None = None, causal: float = 0.0, skip_start: bool = False,
-              band: bool = False, transparent_empty: bool = True, kappa_vertical: float | None = None) -> LineBias:
+              band: bool = False, transparent_empty: bool = True, kappa_vertical: float | None = None,
+              same_digit: bool = False) -> LineBias:
     """Algorithm 1 on ``Ā [h m n]`` (the trusted rows): the line tables ``Ã`` is read from at any ``M × N``.
 
     ``right``: cross-attention (True: Δ ≤ 0 lines counted from the top-right corner, the
@@ -97,7 +115,8 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas=PAPER_DIRECTIONS, ri
     ``padding [n]`` (padding: a kept line reads a real token on ``min_support`` of the rows);
     ``no_vertical [n]`` (padding, marker_verticals: columns with no vertical); ``causal``
     (a kept line crosses that fraction of ``m`` cells the causal mask opens); ``skip_start``;
-    ``band``; ``transparent_empty`` (False: silent_empty); ``kappa_vertical`` (vertical_kappa0).
+    ``band``; ``transparent_empty`` (False: silent_empty); ``kappa_vertical`` (vertical_kappa0);
+    ``same_digit`` (with ``layout``).
     """
     _, m, n = attention.shape
     segments = list(layout) if layout else [None]
@@ -108,6 +127,8 @@ def calibrate(attention: torch.Tensor, kappa: float, deltas=PAPER_DIRECTIONS, ri
     for delta in deltas:  # for (1, Δ) ∈ D
         # Step 2.1, averaging across lines (in each segment when lines are anchored at operands)
         parts = [(segment, *line_average(attention, delta, right, skip_start, segment)) for segment in segments]
+        if same_digit:
+            parts = pooled(parts)
         d = torch.cat([part[1] for part in parts], dim=-1)
         supported = torch.cat([part[2] for part in parts]) >= min_support * m
         # Step 2.2, eq. (3): Ã on line l is dropoff(d_l − d_max), threshold μ + κσ; −inf off every line of Ā
@@ -175,7 +196,7 @@ def calibrated_layers(depth: int, rules) -> tuple[int, ...]:
 
 def procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, layout: Layout, src_padding: torch.Tensor,
               out_padding: torch.Tensor, kappa_self: float, kappa_cross: float, min_support: float,
-              rules=tuple(RULES)) -> Calibrated:
+              rules=DEFAULT) -> Calibrated:
     """ABC on ``Ā`` of every decoder layer (``[layers h q k]``): Algorithm 1 on the layers of
     ``calibrated_layers``, self- and cross-attention apart, with each rule named in ``rules``
     (``()``: the paper as written), their lines united into one bias for every layer (step 3).
@@ -194,7 +215,7 @@ def procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, layout: Layout, s
     shared = {"min_support": support, "transparent_empty": "silent_empty" not in on,
               "kappa_vertical": 0.0 if "vertical_kappa0" in on else None}
     cross = {"layout": layout if "operand_lines" in on else None, "no_vertical": cross_vertical,
-             "padding": src_padding.all(dim=0) if "padding" in on else None}
+             "padding": src_padding.all(dim=0) if "padding" in on else None, "same_digit": "same_digit" in on}
     self_ = {"no_vertical": self_vertical, "causal": min_support if "causal" in on else 0.0,
              "skip_start": "skip_start" in on, "band": "band" in on}
     self_deltas, cross_deltas = (SELF_DIRECTIONS, CROSS_DIRECTIONS) if "directions" in on else (PAPER_DIRECTIONS,) * 2
@@ -285,7 +306,7 @@ def rank_own(lines: BlockLines) -> BlockLines:
     return BlockLines(values, lines.d_first, lines.l_first, lines.cross, lines.products)
 
 
-def block_rules(min_support: float, rules=tuple(RULES)) -> dict:
+def block_rules(min_support: float, rules=DEFAULT) -> dict:
     """``calibrate_blocks``' settings from the ``rules`` that concern block lines: ``support``,
     ``vertical_kappa0`` and ``band``."""
     return {"min_support": min_support if "support" in rules else 0.0,
@@ -293,7 +314,7 @@ def block_rules(min_support: float, rules=tuple(RULES)) -> dict:
 
 
 def block_procedure(self_avg: torch.Tensor, cross_avg: torch.Tensor, blocks: int, kappa_self: float, kappa_cross: float,
-                    min_support: float, rules=tuple(RULES), products: bool = False) -> BlockCalibrated:
+                    min_support: float, rules=DEFAULT, products: bool = False) -> BlockCalibrated:
     """ABC on ``Ā`` of every decoder layer (``[layers h q k]``) of a block output: block lines
     per layer, self- and cross-attention apart, united into one bias for every layer; of the
     ``rules``, those that concern block lines: ``support``, ``vertical_kappa0``, ``band`` and,
