@@ -48,7 +48,7 @@ class Calibration:
     samples: int = why(1000, "training inputs decoded to average the attention over", 'ABC: training inputs decoded to average the attention over.')
     seed: int = why(0, "seed of that subset of training inputs", 'ABC: seed of that subset of training inputs.')
     min_accuracy: float = why(0.99, "refuse a source below this validation exact match: it has not interpolated", 'ABC: refuse a source below this validation exact match.')
-    rules: str = why("all", "every rule beyond Algorithm 1 (abcmini recipe RECIPE lists them); none: the paper as written", 'ABC: the rules beyond Algorithm 1: all | none | names | all,-band (abcmini recipe lists them).')
+    rules: str = why("all", "every rule beyond Algorithm 1 not on trial (abcmini recipe RECIPE lists them); none: the paper as written", 'ABC: the rules beyond Algorithm 1: all | none | names | all,-band (abcmini recipe lists them).')
 
     def __post_init__(self):
         for name in ("kappa_self", "kappa_cross", "min_support", "min_accuracy"):

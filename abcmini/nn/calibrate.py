@@ -92,7 +92,7 @@ def pooled(parts: list) -> list:
         if segment is not None and segment[1] > segment[0]:
             groups.setdefault((segment[1] - segment[0], first, d.shape[-1]), []).append(index)
     parts = list(parts)
-    for members in groups.values():
+    for members in (members for members in groups.values() if len(members) > 1):
         cells = sum(parts[i][2] for i in members)
         d = sum(parts[i][1] * parts[i][2] for i in members) / cells.clamp(min=1)
         for i in members:
