@@ -24,6 +24,7 @@ from typer._click.core import ParameterSource
 from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer vendors Click (≥ 0.26)
 from typer.core import TyperGroup
 
+from abcmini import commit
 from abcmini.config import CALIBRATION_FIELDS, CELL_OPTIONS, OPTIONS
 from abcmini.errors import Stopped, UserError, exit_code_of, raise_stopped
 from abcmini.nn import InputError
@@ -721,6 +722,7 @@ def workspace_command(
 
 
 def main():
+    commit()  # the code this process runs: a record written hours later names it
     app()
 
 

@@ -20,6 +20,7 @@ from contextlib import ExitStack
 from multiprocessing import connection
 from dataclasses import asdict, dataclass, field, replace
 
+from abcmini import commit
 from abcmini.errors import Stopped, UserError
 from abcmini.experiment import MAIN_TASKS, Cell, Experiment, cell_dir, resolve
 from abcmini.config import Recipe
@@ -229,6 +230,7 @@ def run_all(jobs: list[Job], workers: int, on_done=None, tracking: Tracking = Tr
 def work(job: Job, tracking: Tracking, send, parent: int, stop) -> None:
     """A worker process: one cell; its result record, or its error, goes back through ``send``."""
     exit_with_parent(parent, 1.0, stop)
+    commit()  # as the cell starts, as the CLI does
     try:
         result = run_job(job, tracking)
     except Exception as error:  # noqa: BLE001 — one failed cell must not stop the others

@@ -1,4 +1,7 @@
 import json
+import os
+import subprocess
+import sys
 from dataclasses import asdict
 
 import pytest
@@ -7,6 +10,8 @@ from typer.testing import CliRunner
 
 from abcmini.recipes import PAPER
 from cli import app
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 runner = CliRunner()
 
@@ -218,3 +223,23 @@ def test_eval_merges_lengths_but_never_mixes_test_sets(trained_run, tmp_path):
     record = read()  # another test set goes beside the record, never in it, and removes nothing
     assert set(record["accuracy"]) == {"1", "2", "3"} and record["test_seed"] == 0
     assert set(record["other_tests"]["fixed, test seed 1"]["accuracy"]) == {"3"}
+
+
+def test_the_commit_a_record_names_is_the_one_its_process_started_with(tmp_path):
+    """``abcmini.commit`` is read once per process: a checkout committed to during a 74-minute
+    ``eval`` once gave its record the new commit, ``+dirty``, for code that had not run."""
+    package = tmp_path / "abcmini"
+    package.mkdir()
+    package.joinpath("__init__.py").write_text(open(os.path.join(ROOT, "abcmini", "__init__.py")).read())
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    first = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    script = ("import subprocess, sys; import abcmini; before = abcmini.commit(); "
+              "open(sys.argv[1] + '/abcmini/__init__.py', 'a').write('# changed\\n'); "
+              "subprocess.run(sys.argv[2:] + ['commit', '-qam', 'second'], check=True); print(before, abcmini.commit())")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path), *git], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [first, first]
+
