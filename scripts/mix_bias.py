@@ -35,8 +35,8 @@ def part(text: str, heads: int) -> tuple[str, list[int]]:
 def only(state: dict, heads: list[int], keep: bool) -> LineBias:
     """The table of ``state`` with the lines of ``heads`` alone (``keep``) or all but theirs."""
     values = state["values"].clone()
-    chosen = [h for h in range(values.shape[1]) if (h in heads) != keep]
-    values[:, chosen] = float("-inf")
+    closed = [h for h in range(values.shape[1]) if (h in heads) != keep]
+    values[:, closed] = float("-inf")
     return LineBias.from_state({**state, "values": values})
 
 

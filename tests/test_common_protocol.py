@@ -1,5 +1,6 @@
-"""``scripts/common_protocol.py``'s budget: which runs have converged and which go on with the
-cap doubled, read from the validation history in a run's checkpoint."""
+"""``scripts/common_protocol.py``: its budget (which runs have converged and which go on with the
+cap doubled, read from the validation history in a run's checkpoint), the sweep's frames and
+plot; and ``scripts/mix_bias.py``, with which the sweep's ABC cells at 15 digits were taken apart."""
 
 import os
 import subprocess

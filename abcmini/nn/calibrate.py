@@ -4,10 +4,10 @@
 ``Ā [h m n]``; each keyword beyond ``kappa``, ``deltas`` and ``right`` switches on one rule beyond
 it. ``procedure`` is ABC on a model: the paper's choices (last decoder layer, directions 1, −1
 and 0) with the named ``RULES`` a caller asks for; ``DEFAULT`` (every rule not on trial) is
-abcmini's procedure, none is Algorithm 1 as written. ``block_procedure`` is ABC for an output of one block per input
-number (``biases``, "ABC lines counted in blocks"). Every step is tensor code, with no loop over matrix cells. Plain
-PyTorch: task structure arrives as data (layout, padding masks); docs/recipe.md has the
-measurement behind each rule.
+abcmini's procedure, none is Algorithm 1 as written. ``block_procedure`` is ABC for an output of
+one block per input number (``biases``, "ABC lines counted in blocks"). Every step is tensor
+code, with no loop over matrix cells. Plain PyTorch: task structure arrives as data (layout,
+padding masks); docs/recipe.md has the measurement behind each rule.
 """
 
 import functools
