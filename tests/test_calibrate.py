@@ -280,13 +280,14 @@ def test_same_digit_opens_a_line_on_every_operand_where_one_operand_has_it():
     attention[0, rows, 5 - rows], attention[0, rows, 11 - rows] = 0.8, 0.2  # row i: a's and b's digit i
     attention = attention / attention.sum(-1, keepdim=True)
 
-    def line_zero(layout, **rule):  # the value of line 0 on a and on b (−inf: closed)
-        bias = calibrate(attention, 2.5, (-1,), layout=layout, **rule)
+    def line_zero(layout, kappa=2.5, **rule):  # the value of line 0 on parts 1 and 3 (−inf: closed)
+        bias = calibrate(attention, kappa, (-1,), layout=layout, **rule)
         return [bias.values[index, 0, -bias.firsts[index]].item() for index in (1, 3)]
 
     operands = ((0, 0), (1, 5), (6, 6), (7, 11))  # $, a, +, b
     assert line_zero(operands)[1] == float("-inf") and line_zero(operands)[0] > float("-inf")
     pooled = line_zero(operands, same_digit=True)
     assert pooled[0] == pooled[1] > float("-inf")
-    one_digit = ((0, 0), (1, 5), (6, 6), (7, 7), (8, 11))  # b's first digit a one-token part
-    assert line_zero(one_digit, same_digit=True) == line_zero(one_digit)
+    one_digit = ((0, 0), (1, 5), (6, 6), (11, 11))  # $, a, *, a one-digit multiplier (N×1)
+    assert line_zero(one_digit, 0.5)[1] > float("-inf")  # the multiplier's line, read at 0.2
+    assert line_zero(one_digit, 0.5, same_digit=True) == line_zero(one_digit, 0.5)  # not pooled with $ or *

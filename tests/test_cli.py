@@ -226,8 +226,9 @@ def test_eval_merges_lengths_but_never_mixes_test_sets(trained_run, tmp_path):
 
 
 def test_the_commit_a_record_names_is_the_one_its_process_started_with(tmp_path):
-    """``abcmini.commit`` is read once per process: a checkout committed to during a 74-minute
-    ``eval`` once gave its record the new commit, ``+dirty``, for code that had not run."""
+    """``abcmini.commit`` is read once per process: a record written as a long run ends names the
+    commit the run started from, not one made in the checkout meanwhile (real git, a new commit
+    between the two reads)."""
     package = tmp_path / "abcmini"
     package.mkdir()
     package.joinpath("__init__.py").write_text(open(os.path.join(ROOT, "abcmini", "__init__.py")).read())
@@ -242,4 +243,3 @@ def test_the_commit_a_record_names_is_the_one_its_process_started_with(tmp_path)
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path), *git], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [first, first]
-
