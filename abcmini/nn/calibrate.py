@@ -88,9 +88,9 @@ def pooled(parts: list) -> list:
     averages of the operands of one width (segments of more than one token) pooled over their
     cells, so that a line kept on one operand is kept on every one of them."""
     groups = {}
-    for index, (segment, d, cells, first) in enumerate(parts):
+    for index, (segment, *_) in enumerate(parts):  # one width: the same lines, counted from its last digit
         if segment is not None and segment[1] > segment[0]:
-            groups.setdefault((segment[1] - segment[0], first, d.shape[-1]), []).append(index)
+            groups.setdefault(segment[1] - segment[0], []).append(index)
     parts = list(parts)
     for members in (members for members in groups.values() if len(members) > 1):
         cells = sum(parts[i][2] for i in members)
