@@ -48,7 +48,7 @@ class Calibration:
     samples: int = why(1000, "training inputs decoded to average the attention over", 'ABC: training inputs decoded to average the attention over.')
     seed: int = why(0, "seed of that subset of training inputs", 'ABC: seed of that subset of training inputs.')
     min_accuracy: float = why(0.99, "refuse a source below this validation exact match: it has not interpolated", 'ABC: refuse a source below this validation exact match.')
-    rules: str = why("all", "every rule beyond Algorithm 1 not on trial (abcmini recipe RECIPE lists them); none: the paper as written", 'ABC: the rules beyond Algorithm 1: all | none | names | all,-band (abcmini recipe lists them).')
+    rules: str = why("all", "every rule beyond Algorithm 1 (abcmini recipe RECIPE lists them); none: the paper as written", 'ABC: the rules beyond Algorithm 1: all | none | names | all,-band (abcmini recipe lists them).')
 
     def __post_init__(self):
         for name in ("kappa_self", "kappa_cross", "min_support", "min_accuracy"):
@@ -65,7 +65,7 @@ class Calibration:
 
 
 def rule_names(spec: str) -> tuple[str, ...]:
-    """Calibration rules spelled out: ``all`` (``DEFAULT``: every rule but those on trial), ``none``,
+    """Calibration rules spelled out: ``all`` (``DEFAULT``: every rule), ``none``,
     names, or ``all,-band`` (all but band), in ``RULES``' order."""
     chosen = set()
     for word in filter(None, (w.strip() for w in spec.split(","))):

@@ -3,8 +3,8 @@
 ``calibrate`` with its defaults is the paper's Algorithm 1, steps 2.1–2.4, on one attention
 ``Ā [h m n]``; each keyword beyond ``kappa``, ``deltas`` and ``right`` switches on one rule beyond
 it. ``procedure`` is ABC on a model: the paper's choices (last decoder layer, directions 1, −1
-and 0) with the named ``RULES`` a caller asks for; ``DEFAULT`` (every rule not on trial) is
-abcmini's procedure, none is Algorithm 1 as written. ``block_procedure`` is ABC for an output of
+and 0) with the named ``RULES`` a caller asks for; ``DEFAULT`` (every rule) is abcmini's
+procedure, none is Algorithm 1 as written. ``block_procedure`` is ABC for an output of
 one block per input number (``biases``, "ABC lines counted in blocks"). Every step is tensor
 code, with no loop over matrix cells. Plain PyTorch: task structure arrives as data (layout,
 padding masks); docs/recipe.md has the measurement behind each rule.
@@ -86,7 +86,7 @@ def nearest_band(kept: torch.Tensor, first: int) -> torch.Tensor:
 def pooled(parts: list) -> list:
     """Rule same_digit: ``line_average``'s ``(segment, d, cells, first)`` per segment, with the
     averages of the operands of one width (segments of more than one token) pooled over their
-    cells, so that a line kept on one operand is kept on every one of them."""
+    cells, so that a line is kept on every operand of that width or on none."""
     groups = {}
     for index, (segment, *_) in enumerate(parts):  # one width: the same lines, counted from its last digit
         if segment is not None and segment[1] > segment[0]:
