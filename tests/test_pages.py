@@ -11,6 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.mark.parametrize("script, page, marker", [
     ("ablation.py", "recipe.md", "ablation"),  # Algorithm 1 and each calibration rule taken out
+    ("same_digit.py", "recipe.md", "same-digit"),  # rule same_digit on the recipes' Addition cells
     ("own_papers.py", "todays-methods.md", "own-papers"),  # today's methods in their papers' shape
     ("common_protocol.py", "todays-methods.md", "common-protocol"),  # today's methods with ABC's budget, the length sweep
 ])
