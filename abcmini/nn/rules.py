@@ -16,7 +16,7 @@ RULES = {  # each rule beyond Algorithm 1, on in abcmini's procedure: name → w
     "silent_empty": "a head with no line reads the start token only, not the whole input, which grows with the length",
     "rank_own": "running sums: a head reading the previous sum's digit gets no own-row lines, the others' ranked by distance",
     "vertical_kappa0": "a marker's vertical kept wherever it beats its direction's average line (κ 0): few columns, small σ",
-    "same_digit": "operands of one width share their cross lines, averages pooled: a head that adds reads the same digits of each",
+    "same_digit": "operands of one width share their cross lines, averages pooled: a head that adds reads both alike",
 }
 DEFAULT = tuple(RULES)  # "all": abcmini's procedure
 BLOCK_ONLY = ("rank_own",)  # rules on block lines alone: no meaning on the paper's tasks, not in their ablation
