@@ -7,8 +7,8 @@ SEED --rules all,same_digit``) and, where it ran, ``…-without-rule.json`` (the
 copied into a run directory of its own, calibrated without the rule and retrained: the cell's
 command with ``--out DIR``). ``python scripts/same_digit.py table`` prints the page's table: the
 cross lines the rule opens and closes (from the records' ``lines``), the steps, and exact match
-with the rule, without it on the same source, and in the recipe's own record (another machine's
-source, before the rule).
+with the rule, without it on the same source, and in the recipe's own record (trained at an
+earlier commit, before the rule).
 """
 
 import glob
@@ -40,21 +40,27 @@ def at(record: dict | None, length: str) -> str:
     return "–" if value is None else f"{100 * value:.2f}"
 
 
+def lowest(record: dict | None) -> str:
+    """The lowest exact match up to 200 digits: where a record is below 100 inside 500."""
+    values = [v for n, v in (record or {}).get("accuracy", {}).items() if int(n) <= 200]
+    return f"{100 * min(values):.2f}" if values else "–"
+
+
 def table() -> None:
     print("| recipe | seed | lines the rule opens | closes | source steps | retraining steps, with / without "
-          "| lowest at 6–200, with | 500, with | 500, without | 500, the record |")
+          "| lowest at 6–200, with / without | 500, with | 500, without | 500, the record |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for path in sorted(glob.glob(os.path.join(OUT, "*-addition-abc-s[0-9].json"))):
         rule = json.load(open(path))
         without_path = path.replace(".json", "-without-rule.json")
         without = json.load(open(without_path)) if os.path.exists(without_path) else None
-        record = json.load(open(os.path.join("results", rule["recipe"], "addition", f"abc-s{rule['seed']}", "eval.json")))
+        cell = os.path.join("results", rule["recipe"], "addition", f"abc-s{rule['seed']}", "eval.json")
+        record = json.load(open(cell))
         opens, closes = ("–", "–") if without is None else (named(open_lines(rule) - open_lines(without)),
                                                              named(open_lines(without) - open_lines(rule)))
         steps = f"{rule['train_steps']:,} / " + (f"{without['train_steps']:,}" if without else "–")
-        short = min(v for n, v in rule["accuracy"].items() if int(n) <= 200)
         print(f"| `{rule['recipe']}` | {rule['seed']} | {opens} | {closes} | {rule['interpolation_steps']:,} | {steps} "
-              f"| {100 * short:.2f} | {at(rule, '500')} | {at(without, '500')} | {at(record, '500')} |")
+              f"| {lowest(rule)} / {lowest(without)} | {at(rule, '500')} | {at(without, '500')} | {at(record, '500')} |")
 
 
 if __name__ == "__main__":
