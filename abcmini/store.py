@@ -458,7 +458,7 @@ def check_fields(path: str, what: str, data: dict, schema: dict) -> dict:
 
 
 OTHER_TESTS = "other_tests"  # eval.json: tests of the same training state in another frame or test seed
-KEPT_BESIDE = ("test_frame", "test_seed", "train_steps", "accuracy", "test_seconds", "version", "commit")
+KEPT_BESIDE = ("test_frame", "test_seed", "train_steps", "accuracy", "test_seconds", "version", "commit", "test_commits")
 
 
 def test_key(test_frame: str, test_seed) -> str:
@@ -479,8 +479,16 @@ def read_eval_of(run_dir: str, train_steps, test_seed, test_frame: str = "fixed"
 
 
 def _merge(old: dict, new: dict) -> dict:
+    """``new`` over ``old``, their accuracies merged. ``commit`` stays the one that first tested
+    this training state; lengths tested by another commit name it in ``test_commits``."""
     merged = {**old, **new, "accuracy": {**old.get("accuracy", {}), **new.get("accuracy", {})}}
     merged["accuracy"] = dict(sorted(merged["accuracy"].items(), key=lambda item: int(item[0])))
+    if old.get("accuracy") and "commit" in old and "commit" in new:
+        tested = {**old.get("test_commits", {}), **{n: new["commit"] for n in new.get("accuracy", {})}}
+        merged["commit"] = old["commit"]
+        merged["test_commits"] = {n: c for n, c in tested.items() if c != old["commit"]}
+        if not merged["test_commits"]:
+            del merged["test_commits"]
     return merged
 
 

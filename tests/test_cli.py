@@ -225,6 +225,19 @@ def test_eval_merges_lengths_but_never_mixes_test_sets(trained_run, tmp_path):
     assert set(record["other_tests"]["fixed, test seed 1"]["accuracy"]) == {"3"}
 
 
+def test_a_record_keeps_the_commit_that_first_tested_it_and_names_later_ones_per_length(tmp_path):
+    from abcmini.store import write_eval
+
+    state = {"train_steps": 500, "test_seed": 0, "test_frame": "fixed"}
+    write_eval(str(tmp_path), {**state, "commit": "trained", "accuracy": {"6": 1.0, "60": 0.9}})
+    merged = write_eval(str(tmp_path), {**state, "commit": "later", "accuracy": {"60": 0.8, "100": 0.7}})
+    assert merged["commit"] == "trained" and merged["test_commits"] == {"60": "later", "100": "later"}
+    again = write_eval(str(tmp_path), {**state, "commit": "trained", "accuracy": {"60": 0.9}})
+    assert again["test_commits"] == {"100": "later"}  # 60 retested by the record's own commit
+    retrained = write_eval(str(tmp_path), {**state, "train_steps": 750, "commit": "later", "accuracy": {"6": 1.0}})
+    assert retrained["commit"] == "later" and "test_commits" not in retrained
+
+
 def test_the_commit_a_record_names_is_the_one_its_process_started_with(tmp_path):
     """``abcmini.commit`` is read once per process: a record written as a long run ends names the
     commit the run started from, not one made in the checkout meanwhile (real git, a new commit
