@@ -14,6 +14,7 @@ from abcmini.nn.schemes import SCHEMES
 
 POOL_DIGITS = len(str(2**20))  # L_int: the longest operand in the pool has 7 digits
 TEST_FRAMES = ("fixed", "follows")
+UNEQUAL_TASKS = ("addition", "multiadd", "multiply")  # --operand-lengths unequal: tasks of two or more operands
 
 
 def check_test_frame(value: str) -> None:
@@ -204,8 +205,8 @@ class RunConfig:
     pe_scale: float = setting(1.0, "run", 'Amplitude of the sinusoidal encoding.')
     pad_width: int | None = setting(_PAPER.pad_width, "shared", 'The fixed frame: operands padded to this many digits.')
     frame_spread: int = setting(0, "run", 'Train each batch in a frame of --pad-width plus 0 … this many digits.')
-    operand_lengths: str = setting("equal", "run", "+varied Addition: both operands of the batch's length (equal), or one "
-                                   "shorter and zero-padded (unequal: Coupling's and Abacus's data).")
+    operand_lengths: str = setting("equal", "run", "+varied: operands all of the batch's length (equal), or one so and "
+                                   "the others shorter, zero-padded (unequal: Coupling's and Abacus's data).")
     varied: bool = setting(False, "cell")  # each batch one length of 1…train_digits in a frame of that length; tests in a frame of theirs
     seed: int = setting(0, "cell", "Seed of the initialisation and batch order.")
     data_seed: int = setting(0, "shared", 'Seed of the number pool and its train/validation split.')
@@ -255,8 +256,9 @@ class RunConfig:
             raise ConfigError(f"--operand-lengths is equal or unequal, not {self.operand_lengths!r}")
         if self.train_numbers not in ("pool", "uniform"):
             raise ConfigError(f"--train-numbers is pool or uniform, not {self.train_numbers!r}")
-        if self.operand_lengths == "unequal" and not (self.varied and self.task == "addition" and not self.from_pool):
-            raise ConfigError("--operand-lengths unequal draws +varied Addition's numbers of every length up to --train-digits "
+        if self.operand_lengths == "unequal" and not (self.varied and self.task in UNEQUAL_TASKS and not self.from_pool):
+            raise ConfigError("--operand-lengths unequal draws +varied numbers of every length up to --train-digits for "
+                              f"{', '.join(UNEQUAL_TASKS)} "
                               f"(not from the pool: --train-numbers uniform or --train-digits other than {POOL_DIGITS}); it needs all three")
         if self.frame_spread and self.pad_width is None:
             raise ConfigError("--frame-spread widens a fixed frame; the growing geometry has none")

@@ -316,17 +316,22 @@ def training_operands(task: str, numbers: torch.Tensor | None, n: int, generator
                       length: int | None = None, unequal: bool = False, count: int | None = None):
     """Operands of the training distribution: drawn from the pool split ``numbers`` (the paper's
     protocol), or with ``numbers`` None random numbers of up to ``digits`` digits (``length``:
-    exactly that many), each operand independently. ``unequal`` (Addition with a ``length``): one
-    operand, either, has ``length`` digits and the other a length uniform in 1 … ``length``,
-    zero-padded as Position Coupling's and Abacus's training pads the shorter operand.
+    exactly that many), each operand independently. ``unequal`` (with a ``length``): one operand,
+    any, has ``length`` digits and the others a length uniform in 1 … ``length``, zero-padded as
+    Position Coupling's and Abacus's training pads the shorter operands.
     ``count``: multiadd's operands (default ``operand_draw``)."""
     if numbers is not None:
         return sample_operands(task, numbers, n, generator, count)
     if task == "multiadd":
         count = count or operand_draw(generator)
-        return rearrange(random_numbers(n * count, digits, generator, length), "(n k) w -> n k w", k=count), None
+        if not (unequal and length):
+            return rearrange(random_numbers(n * count, digits, generator, length), "(n k) w -> n k w", k=count), None
+        operands = rearrange(pad_digits(random_numbers(n * count, length, generator), digits), "(n k) w -> n k w", k=count)
+        longest = torch.randint(count, (n,), generator=generator)
+        operands[torch.arange(n), longest] = random_numbers(n, digits, generator, length)
+        return operands, None
     a = random_numbers(n, digits, generator, length)
-    if task == "addition" and unequal and length:
+    if task in ("addition", "multiply") and unequal and length:
         b = pad_digits(random_numbers(n, length, generator), digits)
         swap = rearrange(torch.rand(n, generator=generator) < 0.5, "n -> n 1")
         return torch.where(swap, b, a), torch.where(swap, a, b)

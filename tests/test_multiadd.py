@@ -62,6 +62,18 @@ def test_training_batches_add_two_to_five_pool_numbers_the_count_varying_between
     assert a.shape[2] == 12 and 2 <= a.shape[1] <= OPERANDS
 
 
+def test_unequal_operands_hold_one_of_the_batch_length_and_shorter_ones_beside_it():
+    """``--operand-lengths unequal``: in each sum one operand, anywhere, has the batch's length
+    and the others 1 … that many digits, zero-padded, as Coupling's multi-operand data."""
+    generator = torch.Generator().manual_seed(3)
+    a, _ = training_operands("multiadd", None, 400, generator, digits=7, length=5, unequal=True, count=4)
+    lengths = 7 - (a.cumsum(-1) == 0).sum(-1)  # a number's digits after its leading zeros
+    assert a.shape == (400, 4, 7) and (lengths <= 5).all() and (lengths.max(dim=1).values == 5).all()
+    assert (lengths < 5).float().mean() > 0.6 and set(lengths.argmax(dim=1).tolist()) == {0, 1, 2, 3}
+    equal, _ = training_operands("multiadd", None, 400, generator, digits=7, length=5, count=4)
+    assert ((7 - (equal.cumsum(-1) == 0).sum(-1)) == 5).all()
+
+
 def test_validation_holds_every_operand_count_a_training_batch_can_draw(tmp_path):
     """A batch shares one count, so one validation draw would score one count only: a run could
     stop at 99.9% on three operands while five fail."""

@@ -71,6 +71,12 @@ def test_training_draws_both_operands_from_the_pool_or_up_to_the_training_length
     assert a.shape == b.shape == (64, 4) and len({value(x) for x in b}) > 20
 
 
+def test_unequal_training_pairs_hold_one_operand_of_the_batch_length_either_way():
+    a, b = training_operands("multiply", None, 400, torch.Generator().manual_seed(1), digits=4, length=3, unequal=True)
+    la, lb = ((4 - (x.cumsum(-1) == 0).sum(-1)) for x in (a, b))
+    assert (torch.maximum(la, lb) == 3).all() and (la < 3).any() and (lb < 3).any()
+
+
 def test_a_test_set_holds_l_by_l_products_and_products_of_unequal_lengths_either_way():
     a, b = extrapolation_operands("multiply", 14, seed=2)
     assert a.shape == b.shape == (10_000, 14)
