@@ -108,6 +108,25 @@ def test_training_draws_train_every_id_of_the_table_and_none_past_it(arch, schem
     assert int(answers.max()) in (201, 202)  # a 200-digit test's top id (201) was trained, and none past the table
 
 
+@pytest.mark.parametrize("scheme", ["abacus", "coupling"])
+def test_a_decoded_answer_past_the_table_is_held_at_its_top_and_a_prompt_past_it_is_refused(scheme):
+    """A greedy answer that never writes its separator runs its digits' ids past the table: it is
+    wrong, and scored so, not an error; a prompt past the table is a test longer than the table."""
+    from abcmini.errors import InputError
+    from abcmini.nn.token_positions import TokenPositions
+
+    positions = TokenPositions(scheme, 8, digit_tokens=10, max_position=20).eval()
+    prompt, answer = torch.tensor([[11, 1, 2, 3, 12, 4, 5, 6, 13]]), torch.full((1, 30), 7)  # a 30-digit run
+    shift = positions.draw(1, 3, "cpu")
+    with pytest.raises(InputError, match="exceeds"):
+        positions(torch.cat([prompt, answer], dim=1), 9, shift)
+    held = positions(torch.cat([prompt, answer], dim=1), 9, shift, decoding=True)
+    assert torch.equal(held[0, -1], held[0, -2])  # both at the table's last row
+    long_prompt = torch.cat([torch.full((1, 25), 1), prompt], dim=1)
+    with pytest.raises(InputError, match="exceeds"):
+        positions(long_prompt, long_prompt.shape[1], shift, decoding=True)
+
+
 def test_randomized_positions_are_sorted_distinct_draws_beyond_the_sequence():
     first, second = randomized_positions(64, 30, 2048), randomized_positions(64, 30, 2048)
     assert (first.diff(dim=-1) > 0).all() and first.min() >= 0 and first.max() < 2048

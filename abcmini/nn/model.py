@@ -195,7 +195,7 @@ class Scaffolded(nn.Module):
         """``x`` plus the token positions of ``tokens`` (their ``last`` rows only, when decoding a step)."""
         if self.token_positions is None:
             return x
-        extra = self.token_positions(tokens, answer_from, shift, total)
+        extra = self.token_positions(tokens, answer_from, shift, total, decoding=last is not None)
         return x + (extra[:, -last:] if last else extra)
 
     @property

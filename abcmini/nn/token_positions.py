@@ -48,9 +48,12 @@ class TokenPositions(nn.Module):
             starts = [torch.randint(low, max(low, self.max_position - n + low) + 1, (batch,)).to(device) for n in bounds]
         return starts[0] if self.levels == 1 else torch.stack(starts, dim=-1)
 
-    def forward(self, tokens: torch.Tensor, answer_from: int, shift: torch.Tensor | None, total: int | None = None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, answer_from: int, shift: torch.Tensor | None, total: int | None = None,
+                decoding: bool = False) -> torch.Tensor:
         """``[b n d]`` for ``tokens [b n]``; ``total``: the length the sequence will reach when
-        it is decoded a token at a time (randomized positions are drawn for all of it at once)."""
+        it is decoded a token at a time (randomized positions are drawn for all of it at once).
+        ``decoding``: the answer is the model's own, whose ids past the table are held at its top
+        (an answer that runs past its format is wrong whatever ids it gets); a prompt's never are."""
         batch, n = tokens.shape
         if self.scheme == "random":
             total = total or n
@@ -63,9 +66,11 @@ class TokenPositions(nn.Module):
                                  abacus.abacus_ids(digit[:, answer_from:], True, shift)], dim=1)]
         else:
             levels = coupling.level_ids(digit, answer_from, starts)
-        top = max(int(ids.max()) for ids in levels)
+        checked = [ids[:, :answer_from] for ids in levels] if decoding else levels
+        top = max((int(ids.max()) for ids in checked if ids.numel()), default=0)
         if top > self.max_position:
             raise InputError(f"position id {top} exceeds the {self.scheme} table's {self.max_position}")
+        levels = [ids.clamp(max=self.max_position) for ids in levels] if decoding else levels
         return sum(table(ids) for table, ids in zip((self.table, self.numbers, self.sums), levels))
 
     def randomized(self, batch: int, total: int, device) -> torch.Tensor:
