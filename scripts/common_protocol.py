@@ -201,7 +201,9 @@ def sweep_table(found: list[dict]) -> None:
             if not runs:
                 continue
             spans = [" / ".join(reach(r["accuracy"], at, digits) for r in runs) for at in (0.99, 0.90)]
-            print(f"| `{method}` | 1–{digits} | {len(runs)} | {spans[0]} | {spans[1]} | "
+            gpu = [r for r in runs if r.get("device")]  # the rest ran on this project's CPU
+            where = f" (seed {', '.join(str(r['seed']) for r in gpu)} on {gpu[0]['device']})" if gpu else ""
+            print(f"| `{method}` | 1–{digits} | {len(runs)}{where} | {spans[0]} | {spans[1]} | "
                   f"{statistics.median(r['train_examples'] + (r.get('interpolation_examples') or 0) for r in runs) / 1e6:.2f} |")
 
 

@@ -55,6 +55,19 @@ def test_the_sweeps_plot_draws_each_methods_median_ratio_and_none_below_one(scri
     assert cp.NONE < 6 / 30  # below every ratio a held length can give
 
 
+def test_the_sweep_table_names_the_seeds_trained_on_a_gpu(script, capsys):
+    """Sweep cells ran on this project's CPU, some on a GPU: a row says which seeds ran there."""
+    cp = script("common_protocol")
+    def cell(seed, **device):
+        return {"task": "addition", "method": "coupling+varied", "digits": 30, "seed": seed,
+                "accuracy": {"30": 1.0, "60": 0.1}, "train_examples": 1_024_000, **device}
+    cp.sweep_table([cell(0), cell(2, device="NVIDIA H200")])
+    cp.sweep_table([cell(0), cell(1)])
+    gpu_row, cpu_row = [line for line in capsys.readouterr().out.splitlines() if "1–30" in line]
+    assert "| 2 (seed 2 on NVIDIA H200) |" in gpu_row
+    assert "| 2 | 30 (1.0×) / 30 (1.0×) |" in cpu_row
+
+
 @pytest.mark.parametrize("digits", [15, 30])
 def test_abc_in_the_sweep_is_tested_with_the_leading_zeros_it_trained_with(script, digits):
     """ABC at 15 digits once ran with ``--pad-width 15``: tested in frames with no leading zeros,
