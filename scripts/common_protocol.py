@@ -40,7 +40,7 @@ from matplotlib.figure import Figure  # no pyplot: no backend, no global figure 
 import torch
 
 from abcmini.config import POOL_DIGITS as POOL  # the pool's longest number: the recipes' training length
-from abcmini.outputs.method_views import held_to, reach
+from abcmini.outputs.method_views import held_to, on_a_gpu, reach
 from abcmini.recipes import RECIPES
 from abcmini.store import CHECKPOINT, load_checkpoint
 from one_thread import abcmini  # scripts/one_thread.py
@@ -201,9 +201,7 @@ def sweep_table(found: list[dict]) -> None:
             if not runs:
                 continue
             spans = [" / ".join(reach(r["accuracy"], at, digits) for r in runs) for at in (0.99, 0.90)]
-            gpu = [r for r in runs if r.get("device")]  # the rest ran on this project's CPU
-            where = f" (seed {', '.join(str(r['seed']) for r in gpu)} on {gpu[0]['device']})" if gpu else ""
-            print(f"| `{method}` | 1–{digits} | {len(runs)}{where} | {spans[0]} | {spans[1]} | "
+            print(f"| `{method}` | 1–{digits} | {len(runs)}{on_a_gpu(runs)} | {spans[0]} | {spans[1]} | "
                   f"{statistics.median(r['train_examples'] + (r.get('interpolation_examples') or 0) for r in runs) / 1e6:.2f} |")
 
 

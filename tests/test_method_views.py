@@ -1,6 +1,7 @@
 """The dashboard's view of each of today's methods: its paper's figure beside every group of its
 runs, a group being the seeds of one task, shape, training length and budget."""
 
+import glob
 import json
 
 from typer.testing import CliRunner
@@ -31,6 +32,16 @@ def test_runs_of_one_shape_with_other_budgets_or_operands_are_groups_of_their_ow
     held = [held_to(budget[0]["accuracy"], at) for at in (0.99, 0.90)]
     assert row[1] == "1–15" and row[4:6] == [f"{h} ({h / 15:.1f}×)" for h in held] and "steps 14000, train on 9.0" in row[0]
     assert run_groups(records, "abacus") == {}
+
+
+def test_a_groups_row_names_the_seeds_that_ran_on_a_gpu():
+    """The sweep's Coupling at 30 digits under a cap of 8,000 steps: seed 1 on this project's CPU,
+    seed 2 on an H200 (seed 0's cap doubled twice: a group of its own)."""
+    files = sorted(glob.glob("results/experiments/common-protocol/addition-coupling+varied-train30-s*.json"))
+    groups = run_groups([r for path in files for r in collect(path)], "coupling")
+    key, runs = next((k, v) for k, v in groups.items() if ("steps", "8000") in k[3])
+    assert [r["seed"] for r in runs] == [1, 2] and group_row(key, runs)[2] == "2 (seed 2 on NVIDIA H200)"
+    assert group_row(key, runs[:1])[2] == "1"
 
 
 def test_each_view_names_its_papers_figure_and_randomized_positions_have_none():

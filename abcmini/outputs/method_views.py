@@ -103,8 +103,14 @@ def group_row(key: tuple, runs: list[dict]) -> list[str]:
     spans = [" / ".join(reach(r["accuracy"], at, digits) for r in runs) for at in (0.99, 0.90)]
     middle = sorted(runs, key=lambda r: r.get("train_examples") or 0)[len(runs) // 2]
     shown = " · ".join(f"{n}: {100 * a:.2f}" for n, a in medians(runs).items())
-    return [group_label(key), f"1–{digits}", str(len(runs)), shown, *spans,
+    return [group_label(key), f"1–{digits}", f"{len(runs)}{on_a_gpu(runs)}", shown, *spans,
             f"{(middle.get('train_examples') or 0) / 1e6:.2f}", seconds_on(middle)]
+
+
+def on_a_gpu(runs: list[dict]) -> str:
+    """Which of a group's seeds ran on a GPU (`` (seed 2 on NVIDIA H200)``), or '' where none did."""
+    gpu = [r for r in runs if r.get("device")]
+    return f" (seed {', '.join(str(r['seed']) for r in gpu)} on {gpu[0]['device']})" if gpu else ""
 
 
 def seconds_on(run: dict) -> str:
