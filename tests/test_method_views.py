@@ -3,6 +3,7 @@ runs, a group being the seeds of one task, shape, training length and budget."""
 
 import glob
 import json
+import os
 
 from typer.testing import CliRunner
 
@@ -34,14 +35,18 @@ def test_runs_of_one_shape_with_other_budgets_or_operands_are_groups_of_their_ow
     assert run_groups(records, "abacus") == {}
 
 
-def test_a_groups_row_names_the_seeds_that_ran_on_a_gpu():
-    """The sweep's Coupling at 30 digits under a cap of 8,000 steps: seed 1 on this project's CPU,
-    seed 2 on an H200 (seed 0's cap doubled twice: a group of its own)."""
-    files = sorted(glob.glob("results/experiments/common-protocol/addition-coupling+varied-train30-s*.json"))
-    groups = run_groups([r for path in files for r in collect(path)], "coupling")
-    key, runs = next((k, v) for k, v in groups.items() if ("steps", "8000") in k[3])
-    assert [r["seed"] for r in runs] == [1, 2] and group_row(key, runs)[2] == "2 (seed 2 on NVIDIA H200)"
-    assert group_row(key, runs[:1])[2] == "1"
+def test_a_groups_row_names_the_seeds_that_ran_on_a_gpu(tmp_path):
+    """The sweep's Coupling at 15 digits (seeds 0–2, this project's CPU), seed 2's record marked as
+    made on a GPU: one group, whose row says which seed ran there."""
+    files = sorted(glob.glob("results/experiments/common-protocol/addition-coupling+varied-train15-s*.json"))
+    for path in files:
+        record = json.load(open(path))
+        if record["seed"] == 2:
+            record["device"] = "NVIDIA H200"
+        (tmp_path / os.path.basename(path)).write_text(json.dumps(record))
+    (key, runs), = run_groups([r for path in sorted(tmp_path.iterdir()) for r in collect(str(path))], "coupling").items()
+    assert [r["seed"] for r in runs] == [0, 1, 2] and group_row(key, runs)[2] == "3 (seed 2 on NVIDIA H200)"
+    assert group_row(key, runs[:2])[2] == "2"
 
 
 def test_each_view_names_its_papers_figure_and_randomized_positions_have_none():
