@@ -42,7 +42,7 @@ import torch
 from abcmini.config import POOL_DIGITS as POOL  # the pool's longest number: the recipes' training length
 from abcmini.outputs.method_views import held_to, on_a_gpu, reach
 from abcmini.recipes import RECIPES
-from abcmini.store import CHECKPOINT, load_checkpoint
+from abcmini.store import CHECKPOINT, load_checkpoint, save_json
 from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "common-protocol")
@@ -141,8 +141,7 @@ def run(task: str, method: str, seed: str, digits: int) -> None:
     if torch.cuda.is_available():  # abcmini's ``--device auto`` trained and tested there: the record says so
         record["device"] = torch.cuda.get_device_name()
     os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, name(task, method, seed, digits) + ".json"), "w") as file:
-        json.dump(record, file, indent=2)
+    save_json(os.path.join(OUT, name(task, method, seed, digits) + ".json"), record)
 
 
 def cell(values: list[float]) -> str:
