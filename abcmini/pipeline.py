@@ -323,6 +323,9 @@ def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model,
         extra["test_seconds"] = {**previous.get("test_seconds", {}), **seconds}
     if started is not None:
         extra["job_seconds"] = round(time.perf_counter() - started, 2)
+    where = next(model.parameters()).device
+    if where.type == "cuda":  # a record made on a CPU names no device (the dashboard reads it so)
+        extra["device"] = torch.cuda.get_device_name(where)
     merged = write_eval(run_dir, record(experiment, cfg, history, test_seed, accuracy, **extra))
     tracker.extrapolation({int(n): acc for n, acc in merged["accuracy"].items()}, f"{cfg.task} · {cfg.label}")
     return merged

@@ -33,16 +33,16 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import sys
 
 from matplotlib.figure import Figure  # no pyplot: no backend, no global figure state
-import torch
 
 from abcmini.config import POOL_DIGITS as POOL  # the pool's longest number: the recipes' training length
 from abcmini.outputs.method_views import held_to, on_a_gpu, reach
 from abcmini.recipes import RECIPES
-from abcmini.store import CHECKPOINT, load_checkpoint, save_json
+from abcmini.store import CHECKPOINT, load_checkpoint
 from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "common-protocol")
@@ -137,11 +137,8 @@ def run(task: str, method: str, seed: str, digits: int) -> None:
             break
         if str(length) not in accuracy:
             abcmini("eval", out, "--lengths", str(length), "--no-wandb")
-    record = json.load(open(os.path.join(out, "eval.json")))
-    if torch.cuda.is_available():  # abcmini's ``--device auto`` trained and tested there: the record says so
-        record["device"] = torch.cuda.get_device_name()
     os.makedirs(OUT, exist_ok=True)
-    save_json(os.path.join(OUT, name(task, method, seed, digits) + ".json"), record)
+    shutil.copyfile(os.path.join(out, "eval.json"), os.path.join(OUT, name(task, method, seed, digits) + ".json"))
 
 
 def cell(values: list[float]) -> str:

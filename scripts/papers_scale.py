@@ -16,8 +16,6 @@ import argparse
 import json
 import os
 
-import torch
-
 from one_thread import abcmini  # scripts/one_thread.py
 from own_papers import shape  # scripts/own_papers.py
 
@@ -67,7 +65,6 @@ def run(name: str, seconds: float | None, steps: int | None, device: str) -> Non
     os.makedirs(root, exist_ok=True)
     steps = steps or cap(name, root, seconds, device)
     record = train(name, os.path.join(root, name), device, "--steps", str(steps), "--eval-every", str(EVERY))
-    record["device"] = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, f"addition-{name}-s0.json"), "w") as file:
         json.dump(record, file, indent=1)
