@@ -10,8 +10,9 @@ say ``pool``) in the decoder-only model. Its budget:
   never fewer examples than ABC's dearest seed of the task spent (source plus retraining):
   ``--min-steps``;
 - a step cap of twice that floor (at least ``CAP``); a run still below 90% validation at its cap,
-  or ending more than ``SPIKE`` below its best validation (a loss spike in its last steps),
-  resumes with the cap doubled, up to ``DOUBLINGS`` times.
+  ending more than ``SPIKE`` below its best validation (a loss spike in its last steps), or below
+  90% on the test at its longest training length (validation draws the lengths evenly and can
+  hide a failing long end), resumes with the cap doubled, up to ``DOUBLINGS`` times.
 
 Tests run at ``lengths(digits)`` in order and stop after the first length below 1%: a method
 that fails at 20 digits is not tested at 500 (the table says so). That keeps a failing cell's
@@ -42,7 +43,7 @@ from matplotlib.figure import Figure  # no pyplot: no backend, no global figure 
 from abcmini.config import POOL_DIGITS as POOL  # the pool's longest number: the recipes' training length
 from abcmini.outputs.method_views import held_to, on_a_gpu, reach
 from abcmini.recipes import RECIPES
-from abcmini.store import CHECKPOINT, load_checkpoint
+from abcmini.store import CHECKPOINT, EVAL_FILE, load_checkpoint, load_json
 from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "common-protocol")
@@ -97,10 +98,12 @@ def reached(out: str, cap: int) -> int:
     return max(0, (load_checkpoint(out)["config"]["steps"] // cap).bit_length() - 1)
 
 
-def converged(out: str) -> bool:
-    """Whether the run in ``out`` ended at ``PLATEAU`` or above and within ``SPIKE`` of its best validation."""
+def converged(out: str, digits: int) -> bool:
+    """Whether the run in ``out`` ended at ``PLATEAU`` or above and within ``SPIKE`` of its best
+    validation, and holds ``PLATEAU`` on its test at ``digits``, its longest training length."""
     validation = [entry["valid_acc"] for entry in load_checkpoint(out)["history"]]
-    return validation[-1] >= max(PLATEAU, max(validation) - SPIKE)
+    longest = load_json(os.path.join(out, EVAL_FILE), "a run's test")["accuracy"][str(digits)]
+    return validation[-1] >= max(PLATEAU, max(validation) - SPIKE) and longest >= PLATEAU
 
 
 def sized(method: str, digits: int) -> list[str]:
@@ -129,7 +132,7 @@ def run(task: str, method: str, seed: str, digits: int) -> None:
         for doubling in range(reached(out, cap), DOUBLINGS + 1):
             abcmini("train", *args, "--steps", str(cap << doubling), "--lengths", str(digits),
                     "--out", out, "--threads", "1", "--continue")
-            if converged(out):
+            if converged(out, digits):
                 break
     for length in lengths(digits):
         accuracy = json.load(open(os.path.join(out, "eval.json")))["accuracy"]

@@ -1,6 +1,7 @@
 """``scripts/common_protocol.py``: its budget (which runs have converged and which go on with the
-cap doubled, read from the validation history in a run's checkpoint), the sweep's frames and
-plot; and ``scripts/mix_bias.py``, with which the sweep's ABC cells at 15 digits were taken apart."""
+cap doubled, read from the validation history in a run's checkpoint and its test at its longest
+training length), the sweep's frames and plot; and ``scripts/mix_bias.py``, with which the
+sweep's ABC cells at 15 digits were taken apart."""
 
 import os
 import subprocess
@@ -10,20 +11,23 @@ import pytest
 import torch
 
 from abcmini.nn.biases import NEG_INF, LineBias
-from abcmini.store import load_bias, save_bias, save_checkpoint
+from abcmini.store import load_bias, save_bias, save_checkpoint, save_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-@pytest.mark.parametrize("validation, done", [
-    ([0.5, 0.95, 1.0, 1.0], True),  # a plateau at the top
-    ([0.5, 0.95, 1.0, 0.99], True),  # a dip within SPIKE of the best
-    ([0.5, 0.9, 1.0, 0.908], False),  # nx1-abacus+varied-uniform-s2 at 11,500 steps: a spike in its last steps
-    ([0.3, 0.58, 0.59, 0.74], False),  # still on its loss plateau: below PLATEAU at the cap
+@pytest.mark.parametrize("validation, longest, done", [
+    ([0.5, 0.95, 1.0, 1.0], 0.99, True),  # a plateau at the top
+    ([0.5, 0.95, 1.0, 0.99], 0.99, True),  # a dip within SPIKE of the best
+    ([0.5, 0.9, 1.0, 0.908], 0.99, False),  # nx1-abacus+varied-uniform-s2 at 11,500 steps: a spike in its last steps
+    ([0.3, 0.58, 0.59, 0.74], 0.5, False),  # still on its loss plateau: below PLATEAU at the cap
+    ([0.5, 0.9, 0.964, 0.964], 0.538, False),  # addition-fire+varied-train15-s0 at 18,000: 53.8% at 15 digits
 ])
-def test_a_run_goes_on_below_the_plateau_or_after_a_spike_in_its_last_steps(script, tmp_path, validation, done):
+def test_a_run_goes_on_below_the_plateau_after_a_spike_or_below_it_at_its_longest_length(
+        script, tmp_path, validation, longest, done):
     history = [{"step": 250 * (i + 1), "valid_acc": v} for i, v in enumerate(validation)]
     save_checkpoint(str(tmp_path), {"config": {}, "model": {"weight": torch.zeros(1)}, "history": history})
-    assert script("common_protocol").converged(str(tmp_path)) is done
+    save_json(str(tmp_path / "eval.json"), {"accuracy": {"6": 1.0, "15": longest}})
+    assert script("common_protocol").converged(str(tmp_path), 15) is done
 
 
 @pytest.mark.parametrize("steps, doublings", [(None, 0), (19500, 0), (39000, 1), (78000, 2)])
