@@ -25,7 +25,7 @@ from abcmini.store import CHECKPOINT, checkpoint_identity, load_bias, load_check
 from abcmini.tasks import (BLOCK_TASKS, OPERANDS, POOL_DIGITS, Example, Pool, detokenize, digit_mask, extrapolation_operands, extrapolation_set_size, format_task, operand_count,
                            padding_cells, training_operands)
 from abcmini.outputs.track import ID_FILE, Tracker, artifact_name, run_config, under_agent
-from abcmini.train import Trainer, load_model
+from abcmini.train import Trainer, device_name, load_model, seconds_by_device
 
 LOG_EVERY = 10  # training loss and learning rate go to wandb every this many steps
 
@@ -273,9 +273,11 @@ def examples_at(last: dict, cfg: RunConfig) -> int | None:
 
 def record(experiment: Experiment | None, cfg: RunConfig, history: list, test_seed: int, accuracy: dict, **extra) -> dict:
     """The result record of a run: its identity (``experiment``, the run's ``experiment.json``),
-    protocol, training cost and accuracy per length."""
+    protocol, training cost (also per device, where its history names them) and accuracy per length."""
     saved, last = experiment.to_dict() if experiment else {}, history[-1] if history else {}
     calibration = {"calibration": saved["calibration"]} if saved.get("calibration") else {}
+    if any("device" in entry for entry in history):  # where its training ran, for a run resumed elsewhere too
+        extra = {"train_seconds_by_device": seconds_by_device(history), **extra}
     return {"task": cfg.task, "arch": cfg.arch, "method": cfg.label, "cell_method": saved.get("cell", {}).get("method"), "scheme": cfg.scheme,
             "window": cfg.window, "period": cfg.period, "preset": cfg.preset, "shape": cfg.shape, "train_digits": cfg.train_digits,
             "train_numbers": cfg.train_numbers, "operand_lengths": cfg.operand_lengths, "pad_width": protocol_width(experiment, cfg),
@@ -325,7 +327,7 @@ def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model,
         extra["job_seconds"] = round(time.perf_counter() - started, 2)
     where = next(model.parameters()).device
     if where.type == "cuda":  # a record made on a CPU names no device (the dashboard reads it so)
-        extra["device"] = torch.cuda.get_device_name(where)
+        extra["device"] = device_name(where)
     merged = write_eval(run_dir, record(experiment, cfg, history, test_seed, accuracy, **extra))
     tracker.extrapolation({int(n): acc for n, acc in merged["accuracy"].items()}, f"{cfg.task} · {cfg.label}")
     return merged

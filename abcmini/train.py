@@ -20,6 +20,23 @@ from abcmini.tasks import Example, Pool, by_length, format_task, training_operan
 BUDGET = ("steps", "stop_at", "train_on", "min_steps")  # what a resumed run may change
 
 
+def device_name(device: torch.device) -> str:
+    """A device as a record names it: the GPU's model (``NVIDIA H200``), else its kind (``CPU``)."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type.upper()
+
+
+def seconds_by_device(history: list[dict]) -> dict[str, float]:
+    """Training seconds per device, from a run's history: each entry names the device of the
+    steps since the entry before (a run resumed elsewhere spans several); entries from before
+    they named one count as ``unrecorded``."""
+    spent, before = {}, 0.0
+    for entry in history:
+        where = entry.get("device", "unrecorded")
+        spent[where] = round(spent.get(where, 0.0) + entry["seconds"] - before, 2)
+        before = entry["seconds"]
+    return spent
+
+
 class DivergedError(UserError):
     """The loss became NaN or infinite; training stops without overwriting the last checkpoint."""
 
@@ -207,6 +224,7 @@ class Trainer:
                 entry = {"step": self.step_count, "loss": sum(losses) / len(losses), "valid_acc": self.validate()}
                 self.elapsed = time.perf_counter() - start
                 entry["seconds"] = round(self.elapsed, 2)
+                entry["device"] = device_name(self.device)  # where the steps since the last entry ran
                 self.history.append(entry)
                 losses = []
                 save_checkpoint(self.run_dir, self.state())

@@ -7,7 +7,7 @@ import os
 
 from typer.testing import CliRunner
 
-from abcmini.outputs.method_views import group_row, held_to, method_views, reach, run_groups
+from abcmini.outputs.method_views import group_row, held_to, method_views, reach, run_groups, seconds_on
 from abcmini.outputs.report import collect
 from cli import app
 
@@ -47,6 +47,11 @@ def test_a_groups_row_names_the_seeds_that_ran_on_a_gpu(tmp_path):
     (key, runs), = run_groups([r for path in sorted(tmp_path.iterdir()) for r in collect(str(path))], "coupling").items()
     assert [r["seed"] for r in runs] == [0, 1, 2] and group_row(key, runs)[2] == "3 (seed 2 on NVIDIA H200)"
     assert group_row(key, runs[:2])[2] == "2"
+    # trained partly on the card, tested on a CPU (its record names no test device)
+    partly = {**runs[0], "train_seconds": 500.0, "train_seconds_by_device": {"NVIDIA H200": 400.0, "CPU": 100.0}}
+    row = group_row(key, [partly])
+    assert row[2] == "1 (seed 0 on NVIDIA H200)" and row[-1] == "500 (400 on NVIDIA H200, 100 on CPU)"
+    assert seconds_on({**partly, "train_seconds_by_device": {"CPU": 500.0}, "device": "NVIDIA H200"}) == "500"
 
 
 def test_each_view_names_its_papers_figure_and_randomized_positions_have_none():

@@ -1,3 +1,4 @@
+import json
 import os
 import signal
 import subprocess
@@ -10,6 +11,8 @@ import torch
 from typer.testing import CliRunner
 
 from abcmini.experiment import RunConfig, learning_rate
+from abcmini.outputs.method_views import seconds_on
+from abcmini.store import load_checkpoint, save_checkpoint
 from abcmini.train import Trainer
 from cli import app
 
@@ -81,6 +84,28 @@ def test_resume_may_extend_the_training_budget(tmp_path):
     state = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
     assert state["step"] == 8 and [h["step"] for h in state["history"]] == [2, 4, 6, 8]
     assert state["history"][:2] == first["history"] and state["config"]["steps"] == 8
+
+
+def test_the_record_splits_training_seconds_by_the_device_each_part_ran_on(tmp_path):
+    """Each history entry names the device of its steps; a run resumed from a checkpoint whose
+    entries name none (one written before they did) counts those seconds as ``unrecorded``."""
+    runner, run = CliRunner(), tmp_path / "r"
+    short = ["train", "--preset", "tiny", "--pad-width", "7", "--lengths", "3", "--eval-every", "2", "--valid-size", "8",
+             "--device", "cpu", "--out", str(run)]
+    assert runner.invoke(app, short + ["--steps", "4"]).exit_code == 0
+    first = json.loads((run / "eval.json").read_text())
+    assert first["train_seconds_by_device"] == {"CPU": first["train_seconds"]}
+    state = load_checkpoint(str(run))
+    assert [entry["device"] for entry in state["history"]] == ["CPU", "CPU"]
+    for entry in state["history"]:
+        del entry["device"]
+    save_checkpoint(str(run), {k: v for k, v in state.items() if k != "format"})
+    assert runner.invoke(app, short + ["--steps", "8", "--resume"]).exit_code == 0
+    record = json.loads((run / "eval.json").read_text())
+    spent = record["train_seconds_by_device"]
+    assert list(spent) == ["unrecorded", "CPU"] and spent["unrecorded"] == state["history"][-1]["seconds"]
+    assert sum(spent.values()) == pytest.approx(record["train_seconds"], abs=0.02)
+    assert seconds_on(record) == f"{record['train_seconds']:,.0f} ({spent['unrecorded']:,.0f} unrecorded, {spent['CPU']:,.0f} on CPU)"
 
 
 def test_a_diverging_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):

@@ -61,7 +61,7 @@ def legend_name(key: tuple, run: dict) -> str:
     digits = run.get("train_digits", POOL_DIGITS)
     drawn = " digit by digit" if digits == POOL_DIGITS and run.get("train_numbers") == "uniform" else ""
     return ", ".join(filter(None, (key[0], key[1], run.get("shape") or run.get("preset"),
-                                   f"1–{digits}{drawn}", unequal, budget_text(key), run.get("device"))))
+                                   f"1–{digits}{drawn}", unequal, budget_text(key), gpu_of(run))))
 
 
 def medians(runs: list[dict]) -> dict[int, float]:
@@ -107,15 +107,26 @@ def group_row(key: tuple, runs: list[dict]) -> list[str]:
             f"{(middle.get('train_examples') or 0) / 1e6:.2f}", seconds_on(middle)]
 
 
+def gpu_of(run: dict) -> str | None:
+    """The GPU a run trained on, else the one it was tested on (``device``; a record made on a CPU
+    names none, and one from before training named its devices names only the test's)."""
+    trained = [d for d in run.get("train_seconds_by_device", {}) if d not in ("CPU", "unrecorded")]
+    return trained[0] if trained else run.get("device")
+
+
 def on_a_gpu(runs: list[dict]) -> str:
     """Which of a group's seeds ran on a GPU (`` (seed 2 on NVIDIA H200)``), or '' where none did."""
-    gpu = [r for r in runs if r.get("device")]
-    return f" (seed {', '.join(str(r['seed']) for r in gpu)} on {gpu[0]['device']})" if gpu else ""
+    gpu = [r for r in runs if gpu_of(r)]
+    return f" (seed {', '.join(str(r['seed']) for r in gpu)} on {gpu_of(gpu[0])})" if gpu else ""
 
 
 def seconds_on(run: dict) -> str:
-    """A run's training seconds and, for a run on a GPU, the card (records made on a CPU name none)."""
-    return f"{run.get('train_seconds') or 0:,.0f}" + (f" on {run['device']}" if run.get("device") else "")
+    """A run's training seconds and the GPU they ran on (``6,848 on NVIDIA H200``), or per device
+    for a run trained on several (``6,848 (6,539 on CPU, 309 on NVIDIA H200)``)."""
+    total, spent = f"{run.get('train_seconds') or 0:,.0f}", run.get("train_seconds_by_device", {})
+    if len(spent) > 1:
+        return f"{total} ({', '.join(f'{s:,.0f} on {d}'.replace('on unrecorded', 'unrecorded') for d, s in spent.items())})"
+    return total + (f" on {gpu_of(run)}" if gpu_of(run) and not spent.get("CPU") else "")
 
 
 COLUMNS = ("runs", "trained on", "seeds", "exact match (%) by length, median", "≥ 99% to, per seed (×)", "≥ 90% to, per seed (×)",
