@@ -125,7 +125,8 @@ def seconds_on(run: dict) -> str:
     for a run trained on several (``6,848 (6,539 on CPU, 309 on NVIDIA H200)``)."""
     total, spent = f"{run.get('train_seconds') or 0:,.0f}", run.get("train_seconds_by_device", {})
     if len(spent) > 1:
-        return f"{total} ({', '.join(f'{s:,.0f} on {d}'.replace('on unrecorded', 'unrecorded') for d, s in spent.items())})"
+        parts = (f"{s:,.0f} " + ("unrecorded" if d == "unrecorded" else f"on {d}") for d, s in spent.items())
+        return f"{total} ({', '.join(parts)})"
     return total + (f" on {gpu_of(run)}" if gpu_of(run) and not spent.get("CPU") else "")
 
 
