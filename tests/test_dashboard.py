@@ -150,6 +150,8 @@ def test_the_shipped_dashboard_draws_todays_methods_beside_abc_and_abs(tmp_path)
                    + glob.glob("results/experiments/common-protocol/*.json"))
     result = CliRunner().invoke(app, ["dashboard", "results/decoder", "results/long", *files, "--out", str(out)])
     assert result.exit_code == 0, result.output
+    # Abacus at 15, seed 1: trained on this project's CPU, then on an H200 (its record's split)
+    assert "36000 training steps, training seconds 6,848 (6,539 on CPU, 309 on NVIDIA H200)" in out.read_text()
     every = [r for root in ("results/decoder", "results/long", *files) for r in collect(root)]
     driver = chrome()
     views = ("return Array.from(document.querySelectorAll('section.method')).map(s => [s.querySelector('h2').id, "

@@ -24,7 +24,7 @@ from plotly.subplots import make_subplots
 
 from abcmini.nn.biases import Window, scaffold_from_state, stacked
 from abcmini.nn.calibrate import average_attention
-from abcmini.outputs.method_views import COLUMNS, method_views
+from abcmini.outputs.method_views import COLUMNS, method_views, seconds_on
 from abcmini.outputs.paper import paper_accuracy
 from abcmini.nn.schemes import TODAYS_SCHEMES
 from abcmini.outputs.report import (ABS_ROWS, LONG_LENGTH, MAIN_LENGTHS, MAIN_ROWS, METHODS_NOTE, PUBLISHED_COLUMNS, PUBLISHED_NOTE, TASK_ORDER,
@@ -207,7 +207,7 @@ def cell_html(record: dict, first: bool) -> tuple[str, bool]:
     made = [f"version {record['version']}" if record.get("version") else "",
             f"commit <code>{html.escape(str(record['commit'])[:12])}</code>" if record.get("commit") else ""]
     parts = [accuracy_row(record),
-             f"<p>{record.get('train_steps')} training steps, {record.get('train_seconds') or 0:.0f} s; validation "
+             f"<p>{record.get('train_steps')} training steps, training seconds {html.escape(seconds_on(record))}; validation "
              f"{100 * (record.get('valid_acc') or 0):.1f}%; test seed {record.get('test_seed')}, test frame {record.get('test_frame', 'fixed')}"
              f"{''.join('; ' + m for m in made if m)}; <code>{html.escape(run)}</code></p>"]
     if not os.path.exists(os.path.join(run, CHECKPOINT)):
