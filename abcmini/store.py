@@ -439,6 +439,8 @@ TEST_FIELDS = {"accuracy": (lambda v: _length_map(v, lambda x: _NUMBER(x) and 0 
                "test_frame": (lambda v: v in ("fixed", "follows"), "fixed or follows")}
 RECORD_SCHEMA = {**TEST_FIELDS, "task": (lambda v: isinstance(v, str), "a task name"), "method": (lambda v: isinstance(v, str), "a method name"),
                  "seed": (_int, "an integer"), "pad_width": _OPTIONAL_INT,
+                 "train_seconds_by_device": (lambda v: isinstance(v, dict) and all(map(_NUMBER, v.values())),
+                                             "devices mapped to seconds"),
                  "other_tests": (lambda v: isinstance(v, dict) and all(isinstance(t, dict) for t in v.values()), "a mapping of tests")}
 EXPERIMENT_SCHEMA = {"lengths": (lambda v: isinstance(v, list) and all(_int(n) and n >= 1 for n in v), "a list of lengths (integers ≥ 1)"),
                      "test_seed": (_int, "an integer"), "test_frame": TEST_FIELDS["test_frame"], "test_pad_width": _OPTIONAL_INT,

@@ -32,8 +32,8 @@ def seconds_by_device(history: list[dict]) -> dict[str, float]:
     spent, before = {}, 0.0
     for entry in history:
         where = entry.get("device", "unrecorded")
-        spent[where] = round(spent.get(where, 0.0) + entry["seconds"] - before, 2)
-        before = entry["seconds"]
+        spent[where] = round(spent.get(where, 0.0) + entry.get("seconds", before) - before, 2)
+        before = entry.get("seconds", before)
     return spent
 
 

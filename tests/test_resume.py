@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from abcmini.experiment import RunConfig, learning_rate
 from abcmini.outputs.method_views import seconds_on
 from abcmini.store import load_checkpoint, save_checkpoint
-from abcmini.train import Trainer
+from abcmini.train import Trainer, seconds_by_device
 from cli import app
 
 pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
@@ -107,6 +107,8 @@ def test_the_record_splits_training_seconds_by_the_device_each_part_ran_on(tmp_p
     assert sum(spent.values()) == pytest.approx(record["train_seconds"], abs=0.02)
     parts = f"{spent['unrecorded']:,.0f} unrecorded, {spent['CPU']:,.0f} on CPU"
     assert seconds_on(record) == f"{record['train_seconds']:,.0f} ({parts})"
+    # an entry of a checkpoint older still, without seconds, adds none (and raises nothing)
+    assert seconds_by_device([{"step": 2}, {"step": 4, "seconds": 3.0, "device": "CPU"}]) == {"unrecorded": 0.0, "CPU": 3.0}
 
 
 def test_a_diverging_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):

@@ -238,6 +238,8 @@ def broken(run, name, **fields):
     ("eval.json", {"accuracy": [1, 2]}, ["eval", "{run}", "--lengths", "2"], "eval.json': field 'accuracy' must be"),
     ("eval.json", {"seed": "zero"}, ["report", "{root}", "--out", "{root}/r/report.md"], "eval.json': field 'seed' must be an integer"),
     ("eval.json", {"accuracy": {"3": 5}}, ["dashboard", "{root}"], "eval.json': field 'accuracy' must be"),
+    ("eval.json", {"train_seconds_by_device": "H200"}, ["dashboard", "{root}"],
+     "eval.json': field 'train_seconds_by_device' must be devices mapped to seconds"),
 ])
 def test_a_record_of_the_wrong_shape_is_one_line_naming_file_and_field(tiny_root, tmp_path, name, fields, command, needle):
     import shutil
