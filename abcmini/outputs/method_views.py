@@ -127,7 +127,8 @@ def seconds_on(run: dict) -> str:
     if len(spent) > 1:
         parts = (f"{s:,.0f} " + ("unrecorded" if d == "unrecorded" else f"on {d}") for d, s in spent.items())
         return f"{total} ({', '.join(parts)})"
-    return total + (f" on {gpu_of(run)}" if gpu_of(run) and not spent.get("CPU") else "")
+    where = next(iter(spent), None) or run.get("device")  # a record from before the split: the test's GPU
+    return total + (f" on {where}" if where and where != "CPU" else "")
 
 
 COLUMNS = ("runs", "trained on", "seeds", "exact match (%) by length, median", "≥ 99% to, per seed (×)", "≥ 90% to, per seed (×)",
