@@ -25,7 +25,8 @@ def test_examples(run_dir: str, lengths: list[int], examples: int):
     found = []
     for length, frame in zip(lengths, pipeline.test_frames(pipeline.experiment_of(run_dir), cfg, lengths)):
         a, b = extrapolation_operands(cfg.task, length, 0)
-        found.append((length, frame, a, format_task(cfg.task, a[:examples], None if b is None else b[:examples], frame)))
+        found.append((length, frame, a, format_task(cfg.task, a[:examples], None if b is None else b[:examples], frame,
+                                                 cfg.aligned)))
     return cfg, model, found
 
 

@@ -15,10 +15,16 @@ from abcmini.tasks import extrapolation_operands, format_task
 from abcmini.train import load_model
 
 
-def main(run_dir: str, length: int, pad_width: int, samples: int = 3000) -> None:
+def test_example(run_dir: str, length: int, pad_width: int, samples: int):
+    """``(model, example)``: the run's model and the first ``samples`` of its test set at
+    ``length``, in the run's own input (operands interleaved where it has a window)."""
     cfg, model = load_model(load_checkpoint(run_dir))
     a, b = extrapolation_operands(cfg.task, length, 0)
-    example = format_task(cfg.task, a[:samples], None if b is None else b[:samples], pad_width)
+    return model, format_task(cfg.task, a[:samples], None if b is None else b[:samples], pad_width, cfg.aligned)
+
+
+def main(run_dir: str, length: int, pad_width: int, samples: int = 3000) -> None:
+    model, example = test_example(run_dir, length, pad_width, samples)
     steps = example.tgt_out.shape[1]
     out = torch.cat([model.greedy(example.src[i : i + 250], steps) for i in range(0, len(example.src), 250)])
     wrong = out != example.tgt_out

@@ -39,3 +39,23 @@ def test_a_screened_pass_gives_greedy_decodings_verdict(arch, scheme, scaffold):
     batch = len(ex.src) if scheme == "random" else 6  # randomized positions: each row of a batch its own test draw
     assert torch.equal(exact_match(model, example, batch, screen_rows=3), greedy_hits)
     assert torch.equal(exact_match(model, example, batch, screen_rows=0), greedy_hits)
+
+
+def test_the_error_scripts_format_an_aligned_run_as_its_evaluation_does(tmp_path, script):
+    """``scripts/first_errors.py`` and ``scripts/block_errors.py`` read a run's test numbers in
+    the run's own input: an Addition run with a window sees its operands interleaved."""
+    from abcmini.evaluate import extrapolation_hits
+    from abcmini.experiment import RunConfig
+    from abcmini.store import save_checkpoint
+    from abcmini.train import Trainer
+
+    cfg = RunConfig(task="addition", window=1, window_unit="pair", preset="tiny", pad_width=8, steps=1,
+                    batch_size=8, valid_size=10)
+    trainer = Trainer(cfg, str(tmp_path))
+    save_checkpoint(str(tmp_path), trainer.state())
+    expected, _ = extrapolation_hits(trainer.model, "addition", 6, 8, 0, cfg.aligned)
+    _, first = script("first_errors").test_example(str(tmp_path), 6, 8, 5)
+    _, _, [(_, frame, _, block)] = script("block_errors").test_examples(str(tmp_path), [6], 5)
+    assert cfg.aligned and frame == 8
+    for example in (first, block):
+        assert torch.equal(example.src, expected.src[:5]) and torch.equal(example.tgt_out, expected.tgt_out[:5])
