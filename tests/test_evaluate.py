@@ -1,15 +1,19 @@
 """Exact match: the screened teacher-forced pass gives greedy decoding's verdict on every
-example, whether it goes wrong early (screened out), late (past the screen) or never."""
+example, whether it goes wrong early (screened out), late (past the screen) or never; and the
+analysis scripts read a run's test numbers as its evaluation does."""
 
 import pytest
 import torch
 
 from abcmini.nn.biases import Window
 from abcmini.nn.decoder import build_model
-from abcmini.evaluate import exact_match
+from abcmini.evaluate import exact_match, extrapolation_hits
+from abcmini.experiment import RunConfig
 from abcmini.nn.config import PRESETS, ModelConfig
 from abcmini.nn.schemes import SCHEMES
+from abcmini.store import save_checkpoint
 from abcmini.tasks import Example, exact_length_numbers, format_task
+from abcmini.train import Trainer
 from test_model import Fixed, random_bias
 
 
@@ -44,11 +48,6 @@ def test_a_screened_pass_gives_greedy_decodings_verdict(arch, scheme, scaffold):
 def test_the_error_scripts_format_an_aligned_run_as_its_evaluation_does(tmp_path, script):
     """``scripts/first_errors.py`` and ``scripts/block_errors.py`` read a run's test numbers in
     the run's own input: an Addition run with a window sees its operands interleaved."""
-    from abcmini.evaluate import extrapolation_hits
-    from abcmini.experiment import RunConfig
-    from abcmini.store import save_checkpoint
-    from abcmini.train import Trainer
-
     cfg = RunConfig(task="addition", window=1, window_unit="pair", preset="tiny", pad_width=8, steps=1,
                     batch_size=8, valid_size=10)
     trainer = Trainer(cfg, str(tmp_path))
