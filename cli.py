@@ -25,7 +25,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer v
 from typer.core import TyperGroup
 
 from abcmini import commit
-from abcmini.config import CALIBRATION_FIELDS, CELL_OPTIONS, OPTIONS
+from abcmini.config import CALIBRATION_FIELDS, CELL_OPTIONS, OPTIONS, option_name
 from abcmini.errors import Stopped, UserError, exit_code_of, raise_stopped
 from abcmini.nn import InputError
 from abcmini.names import check_int
@@ -37,7 +37,6 @@ RECIPE_HELP = " | ".join(RECIPES) + " | a YAML file (abcmini recipe)."
 WANDB = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key).")
 WANDB_PROJECT = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini].")
 DEVICE = typer.Option("auto", help="auto | cpu | cuda")
-CALIBRATION = typer.Option(None, help="ABC: paper = Algorithm 1 as written (--rules none --kappa-cross 4.5); --rules and --kappa-* given too win.")
 
 
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
@@ -277,7 +276,6 @@ def train(
     window: int = cell_option("window"),
     period: int = cell_option("period"),
     growing: bool = typer.Option(False, "--growing", help="Growing geometry: pad width follows length."),
-    calibration: str = CALIBRATION,
     out: str = typer.Option(None, help="Run directory [default: runs/RECIPE/TASK/NAME]."),
     source: str = typer.Option(None, help="ABC: the Vanilla run to calibrate (trained first if unfinished)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
@@ -302,7 +300,8 @@ def train(
         check_task(task)
         canonical_method(method, window, period)
         chosen = load_recipe(recipe)
-        preset = calibration_preset(calibration)
+        preset = calibration_preset(fields["calibration"])
+        check_calibration_options(fields["calibration"], fields)
         rule_names(fields["rules"] or "")
         for name, value in ctx.params.items():  # every integer option against its bounds (names.BOUNDS)
             check_int(value, "calibration.seed" if name == "calibration_seed" else name, "--" + name.replace("_", "-"))
@@ -344,8 +343,7 @@ def train(
             check_memory(experiment.source, device, experiment.calibration.samples, "calibration")
         check_cell_evaluation(experiment, device)  # the tests after training fit too: refused now, not after it
     if dry_run:
-        rules = experiment.calibration and {"calibration_rules_on": list(experiment.calibration.rule_names())}  # none: Algorithm 1
-        console.print_json(data={"out": run_dir, "source": source_dir, **(rules or {}), "experiment": experiment.to_dict()})
+        console.print_json(data={"out": run_dir, "source": source_dir, **dry_calibration(experiment)})
         return
     with user_errors(), ExitStack() as locks:
         for directory, option in ((run_dir, "--out"), (source_dir, "--source")):
@@ -366,13 +364,35 @@ def train(
     print_accuracy(record)
 
 
-def calibration_preset(name: str | None) -> dict:
-    """The calibration fields ``--calibration NAME`` sets: ``paper`` is Algorithm 1 as written, ``abc`` the recipe's."""
-    from abcmini.config import PAPER_CALIBRATION
+def dry_calibration(experiment) -> dict:
+    """The experiment as the dry run prints it: the calibration named, with only the settings it
+    reads, and only the rules that apply to the task."""
+    from abcmini.nn.rules import applying
+    from abcmini.tasks import BLOCK_TASKS
 
-    if name not in (None, "abc", "paper"):
-        raise UserError(f"--calibration is abc or paper, not {name!r}")
-    return dict(PAPER_CALIBRATION) if name == "paper" else {}
+    shown = experiment.to_dict()
+    if experiment.calibration is None:
+        return {"experiment": shown}
+    settings = experiment.calibration
+    rules = applying(settings.rule_names(), experiment.run.task in BLOCK_TASKS)
+    name = f"abcmini procedure: rules {', '.join(rules) or 'none'}" if settings.algorithm == "abc" else settings.title()
+    return {"calibration": name, "experiment": {**shown, "calibration": settings.used()}}
+
+
+def check_calibration_options(name: str | None, given: dict) -> None:
+    """Refuse a setting the named calibration does not read (``Calibration.used``)."""
+    unread = [key for key in ("rules", "min_support") if given.get(key) not in (None, "none") and (name or "abc") != "abc"]
+    if unread:
+        raise UserError(f"--{unread[0].replace('_', '-')} is a setting of abcmini's procedure; --calibration {name} does not read it")
+
+
+def calibration_preset(name: str | None) -> dict:
+    """The calibration fields ``--calibration NAME`` implies (``abcmini.config.CALIBRATIONS``)."""
+    from abcmini.config import CALIBRATIONS
+
+    if name is not None and name not in CALIBRATIONS:
+        raise UserError(f"--calibration is {', '.join(CALIBRATIONS)}, not {name!r}")
+    return dict(CALIBRATIONS[name or "abc"])
 
 
 @app.command("eval")
@@ -410,7 +430,6 @@ def calibrate_command(
     ctx: typer.Context,
     run_dir: str = typer.Argument(..., help="A run that has interpolated (trained without scaffolding)."),
     recipe: str = typer.Option(None, help=RECIPE_HELP + " Its calibration settings apply [default: the run's, else paper]."),
-    calibration: str = CALIBRATION,
     out: str = typer.Option(None, help="Bias file to write [default: RUN_DIR/abc_bias.pt]; heatmaps go beside it."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing bias file."),
     wandb: bool = WANDB,
@@ -438,8 +457,9 @@ def calibrate_command(
         state = load_checkpoint(run_dir)
         cfg = run_config_of(state)
         task = cfg.task
-        given = {name: fields[name] for name in CALIBRATION_FIELDS}  # each calibration field is one option
-        given = {**calibration_preset(calibration), **{k: v for k, v in given.items() if v is not None}}
+        given = {name: fields[option_name(name) if name != "seed" else name] for name in CALIBRATION_FIELDS}  # one option each
+        check_calibration_options(given["algorithm"], given)
+        given = {**calibration_preset(given["algorithm"]), **{k: v for k, v in given.items() if v is not None}}
         settings = replace(chosen.calibration, **given)
         check_memory(cfg, "cpu", settings.samples, "calibration")
         path = out or os.path.join(run_dir, "abc_bias.pt")

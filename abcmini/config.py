@@ -40,8 +40,11 @@ def why(default, reason: str, help: str = ""):
 
 @dataclass(frozen=True)
 class Calibration:
-    """ABC's calibration settings: one procedure for every recipe and task (paper §4, Algorithm 1,
-    with the rules docs/recipe.md explains; their fixed parts live in ``abcmini.nn.calibrate``)."""
+    """ABC's calibration settings (paper §4): which calibration (``CALIBRATIONS``) and its
+    settings; the fixed parts live in ``abcmini.nn.calibrate``, the rules in docs/recipe.md."""
+
+    algorithm: str = why("abc", "abcmini's procedure: Algorithm 1 with the rules that carry its lines across frames",
+                         "ABC: abc | paper (Algorithm 1) | authors (their code; both: --kappa-cross 4.5).")
 
     kappa_self: float = why(0.87, "the paper's dropoff factor for self-attention", 'ABC: self-attention dropoff factor.')
     kappa_cross: float = why(2.5, "a pad-10 frame has few cross lines; none stands the paper's 4.5 sigma out", 'ABC: cross-attention dropoff factor: keep d_l > μ + κσ.')
@@ -52,6 +55,8 @@ class Calibration:
     rules: str = why("all", "every rule beyond Algorithm 1 (abcmini recipe RECIPE lists them); none: the paper as written", 'ABC: the rules beyond Algorithm 1: all | none | names | all,-band (abcmini recipe lists them).')
 
     def __post_init__(self):
+        if self.algorithm not in CALIBRATIONS:
+            raise ConfigError(f"--calibration is {', '.join(CALIBRATIONS)}, not {self.algorithm!r}")
         for name in ("kappa_self", "kappa_cross", "min_support", "min_accuracy"):
             if not math.isfinite(getattr(self, name)):
                 raise ConfigError(f"{name} must be a finite number, got {getattr(self, name)}")
@@ -62,7 +67,18 @@ class Calibration:
         self.rule_names()
 
     def rule_names(self) -> tuple[str, ...]:
-        return rule_names(self.rules)
+        """The rules on: abcmini's procedure only has rules."""
+        return rule_names(self.rules) if self.algorithm == "abc" else ()
+
+    def used(self) -> dict:
+        """The settings this calibration reads: ``min_support`` and the rules are abcmini's only."""
+        return {k: v for k, v in asdict(self).items() if self.algorithm == "abc" or k not in ("min_support", "rules")}
+
+    def title(self) -> str:
+        """The calibration's name as the dry run and the report print it."""
+        rules = self.rule_names()
+        return {"paper": "Algorithm 1 (paper)", "authors": "authors' code (calcBias.py at 1d3a21d)"}.get(
+            self.algorithm, f"abcmini procedure: rules {', '.join(rules) if rules else 'none'}")
 
 
 def rule_names(spec: str) -> tuple[str, ...]:
@@ -82,7 +98,11 @@ def rule_names(spec: str) -> tuple[str, ...]:
     return tuple(name for name in RULES if name in chosen)
 
 
-PAPER_CALIBRATION = {"rules": "none", "kappa_cross": 4.5}  # --calibration paper: Algorithm 1 with the paper's κ
+CALIBRATIONS = {  # --calibration NAME → the settings it implies (below any given on the command line)
+    "abc": {},
+    "paper": {"rules": "none", "kappa_cross": 4.5},  # Algorithm 1 with the paper's κ
+    "authors": {"rules": "none", "kappa_cross": 4.5},  # the authors' dropoffCondition, calcBias.py:164–165
+}
 
 
 @dataclass(frozen=True)
@@ -342,7 +362,7 @@ OVERRIDABLE = RUN_FIELDS + CALIBRATION_FIELDS + tuple(EXPERIMENT_FIELDS)  # each
 
 def option_name(field: str) -> str:
     """The ``abcmini train`` parameter that overrides ``field`` (``--bias FILE``, ``--calibration-seed``)."""
-    return {"bias_file": "bias", "seed": "calibration_seed"}.get(field, field)
+    return {"bias_file": "bias", "seed": "calibration_seed", "algorithm": "calibration"}.get(field, field)
 
 
 def _help(name: str) -> str:

@@ -14,7 +14,7 @@ import torch
 
 from abcmini import __version__, commit
 from abcmini.nn.biases import BlockCalibrated, Calibrated, PerLayer, block_count, line_rows, open_lines, scaffold_from_state, segments_of
-from abcmini.nn.calibrate import average_attention, block_procedure, calibrated_layers, procedure
+from abcmini.nn.calibrate import algorithm1, authors, average_attention, block_procedure, calibrated_layers, procedure
 from abcmini.errors import UserError
 from abcmini.evaluate import GeometryError, extrapolation_hits, final_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
@@ -199,6 +199,19 @@ class NotInterpolatedError(UserError):
     pass
 
 
+def line_calibration(settings: Calibration, self_avg, cross_avg, layout, example: Example) -> Calibrated:
+    """The named calibration of lines on ``Ā`` (``[layers h q k]``): Algorithm 1 or the authors'
+    code on the last layer, the same bias for every layer (steps 1 and 3), or abcmini's procedure."""
+    if settings.algorithm == "paper":
+        return Calibrated(algorithm1(self_avg[-1], settings.kappa_self), algorithm1(cross_avg[-1], settings.kappa_cross))
+    if settings.algorithm == "authors":  # calcBias.py:510–511: self Δ 1, cross Δ −1
+        return Calibrated(authors(self_avg[-1], settings.kappa_self, 1, cross=False),
+                          authors(cross_avg[-1], settings.kappa_cross, -1, cross=True))
+    out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]
+    return procedure(self_avg, cross_avg, layout, padding_cells(example.src), out_padding,
+                     settings.kappa_self, settings.kappa_cross, settings.min_support, settings.rule_names())
+
+
 def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, RunConfig]:
     """ABC steps 1–2 for a trained run: refuse it unless it interpolated, decode
     ``settings.samples`` seeded training inputs, average the decoder layers' attention, run the
@@ -212,6 +225,8 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
         raise NotInterpolatedError(f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < "
                                    f"{settings.min_accuracy:.2%}; train it longer (--stop-at)")
     rules = settings.rule_names()
+    if settings.algorithm != "abc" and cfg.task in BLOCK_TASKS:
+        raise UserError(f"--calibration {settings.algorithm} calibrates lines, not the blocks of {cfg.task}; use abc")
     layers = calibrated_layers(model.cfg.dec_layers, rules)
     numbers = Pool.make(cfg.data_seed).train if cfg.from_pool else None  # None: drawn digit by digit
     a, b = training_operands(cfg.task, numbers, settings.samples, torch.Generator().manual_seed(settings.seed),
@@ -225,9 +240,7 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
                                    settings.kappa_self, settings.kappa_cross, settings.min_support, rules, products)
     else:
         self_avg, cross_avg = average_attention(model, example, cfg.train_digits + 1, layers=layers)
-        out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]
-        scaffold = procedure(self_avg, cross_avg, layout, padding_cells(example.src), out_padding,
-                             settings.kappa_self, settings.kappa_cross, settings.min_support, rules)
+        scaffold = line_calibration(settings, self_avg, cross_avg, layout, example)
     payload = {
         "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads, "aligned": cfg.aligned,
         "calibration": {**asdict(settings), "layers": list(layers)},

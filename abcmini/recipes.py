@@ -27,6 +27,13 @@ PAPER64 = PAPER.derive(
     window_unit=("column", "the window counted in input columns either side of the operand pair"),
     steps_parity_plain=(300, "at pad 64 a Parity step costs 3.6 s and Vanilla stays at 0%: capped short"),
 )
+ABC64 = PAPER64.derive(
+    name=("abc64", "the paper's protocol for ABC: source, calibration, retraining and tests in one pad-64 frame"),
+    abc_pad_width=(64, "the source trains, and ABC calibrates and retrains, in the paper's frame"),
+    abc_frame_spread=(0, "one fixed frame, as the paper: no frames of other widths to carry lines into"),
+    abc_train_on=(1.0, "the paper names no train-on phase: the retraining stops at 99.9% validation"),
+    abc_valid_size=(1000, "as the shipped pad-64 sources (results/sources/paper64) were validated"),
+)
 QUICK = PAPER.derive(
     name=("quick", "minutes, not hours: Successor, Vanilla against ABC (reproduce --quick)"),
     pad_width=(24, "the smallest frame that holds the 20-digit column"),
@@ -56,7 +63,7 @@ MULTIADD = LONG.derive(
     steps=(16000, "seed 0's multiadd source learns 2-4 operands by 16,000 steps (75%), 5 not yet: 4,000 cuts it short"),
     lengths=((7, 14, 35), "1x, 2x and 5x the pool's 7 digits: at 500 digits one multiadd input (357 operands) needs about 3,900 GiB"),
 )
-RECIPES = {recipe.name: recipe for recipe in (PAPER, PAPER64, QUICK, LONG, DECODER, MULTIADD)}
+RECIPES = {recipe.name: recipe for recipe in (PAPER, PAPER64, ABC64, QUICK, LONG, DECODER, MULTIADD)}
 
 
 def _tuples(value):

@@ -400,7 +400,7 @@ def is_same_calibration(path: str, source: str, settings: dict) -> bool:
         payload = load_bias(path)
     except BiasFileError:
         return False
-    calibration = {k: v for k, v in payload.get("calibration", {}).items() if k != "layers"}
+    calibration = {"algorithm": "abc", **{k: v for k, v in payload.get("calibration", {}).items() if k != "layers"}}
     return payload.get("source") == os.path.abspath(source) and calibration == settings
 
 

@@ -101,9 +101,12 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
                "layers": 3, "heads": 2, "d_model": 32, "train_digits": 8, "train_numbers": "uniform"}
     # --bias: test_an_option_…; a decoder has no encoder; ABC's model has no position table (test_a_model_shape_…)
     # … and unequal operands are +varied Addition's (below); Coupling's levels are coupling's
-    # (test_schemes.py::test_coupling_second_level_…)
+    # (test_schemes.py::test_coupling_second_level_…); --calibration has no rules but abcmini's (below, and
+    # test_the_dry_run_names_the_calibration_…)
     assert set(changed) == set(OVERRIDABLE) - {"bias_file", "enc_layers", "window_unit", "max_position", "operand_lengths",
-                                               "coupling_levels"}
+                                               "coupling_levels", "algorithm"}
+    named = dry_run("--task", "addition", "--method", "abc", "--calibration", "authors", "--seed", 2)
+    assert dry_run(*shlex.split(named["experiment"]["command"])[2:]) == named
     unequal = dry_run("--task", "addition", "--method", "coupling+varied", "--train-digits", 9, "--operand-lengths", "unequal")
     assert unequal["experiment"]["run"]["operand_lengths"] == "unequal" and "operand_lengths=unequal" in unequal["out"]
     assert dry_run("--enc-layers", 2)["experiment"]["overrides"] == {"enc_layers": 2}
@@ -143,10 +146,10 @@ def test_a_model_shape_set_by_options_is_the_runs_and_a_protocol_of_its_own():
 
 
 ACTIONS = {  # per command, the options that are no setting of a run: what the command does with one
-    "train": {"recipe", "growing", "calibration", "out", "source", "resume", "proceed", "overwrite", "threads", "device", "wandb",
+    "train": {"recipe", "growing", "out", "source", "resume", "proceed", "overwrite", "threads", "device", "wandb",
               "wandb_project", "dry_run"},
     "eval": {"run_dir", "batch_size", "wandb", "wandb_project", "device"},
-    "calibrate": {"run_dir", "recipe", "calibration", "out", "overwrite", "wandb", "wandb_project"},
+    "calibrate": {"run_dir", "recipe", "out", "overwrite", "wandb", "wandb_project"},
     "recipe": {"name"}, "report": {"runs_dir", "out", "readme", "beside"}, "dashboard": {"runs_dirs", "out"},
     "reproduce": {"recipe", "tasks", "methods", "seeds", "quick", "out", "workers", "wandb", "wandb_project", "dry_run"},
     "sweep": {"file", "count", "dry_run"}, "sync": {"root", "entity", "project", "dry_run"},
@@ -334,15 +337,25 @@ def test_train_recipe_quick_gives_reproduce_quicks_abc_cell_bit_for_bit(tmp_path
 
 
 @pytest.mark.usefixtures("empty_cwd")
-def test_the_dry_run_of_the_papers_calibration_shows_algorithm_1():
-    from abcmini.nn.rules import DEFAULT, RULES
+def test_the_dry_run_names_the_calibration_and_prints_what_it_reads():
+    from abcmini.nn.rules import BLOCK_ONLY, DEFAULT, RULES
 
     paper = dry_run("--task", "addition", "--method", "abc", "--calibration", "paper")
-    assert paper["calibration_rules_on"] == [] and paper["experiment"]["calibration"]["kappa_cross"] == 4.5
-    assert paper["experiment"]["overrides"] == {"kappa_cross": 4.5, "rules": "none"}
-    assert dry_run("--task", "addition", "--method", "abc")["calibration_rules_on"] == list(DEFAULT)
+    assert paper["calibration"] == "Algorithm 1 (paper)"
+    assert paper["experiment"]["calibration"] == {"algorithm": "paper", "kappa_self": 0.87, "kappa_cross": 4.5,
+                                                  "samples": 1000, "seed": 0, "min_accuracy": 0.99}  # no min_support, no rules
+    authors = dry_run("--task", "successor", "--method", "abc", "--calibration", "authors")
+    assert authors["calibration"].startswith("authors' code") and authors["experiment"]["calibration"]["kappa_cross"] == 4.5
+    ours = dry_run("--task", "addition", "--method", "abc")
     assert list(DEFAULT) == list(RULES)  # "all": every rule
-    without = dry_run("--task", "addition", "--method", "abc", "--rules", "all,-same_digit")["calibration_rules_on"]
-    assert without == [r for r in DEFAULT if r != "same_digit"]
+    assert ours["calibration"] == "abcmini procedure: rules " + ", ".join(r for r in DEFAULT if r not in BLOCK_ONLY)
+    assert ours["experiment"]["calibration"]["rules"] == "all" and ours["experiment"]["calibration"]["min_support"] == 0.5
+    blocks = dry_run("--recipe", "multiadd", "--task", "multiadd", "--method", "abc")["calibration"]
+    assert blocks == "abcmini procedure: rules unite_layers, support, band, rank_own, vertical_kappa0"  # what block lines read
+    without = dry_run("--task", "addition", "--method", "abc", "--rules", "all,-same_digit")["calibration"]
+    assert without == "abcmini procedure: rules " + ", ".join(r for r in DEFAULT if r not in ("same_digit", *BLOCK_ONLY))
     mixed = dry_run("--task", "addition", "--method", "abc", "--calibration", "paper", "--kappa-cross", "2.5")
-    assert mixed["experiment"]["calibration"]["kappa_cross"] == 2.5 and mixed["calibration_rules_on"] == []
+    assert mixed["experiment"]["calibration"]["kappa_cross"] == 2.5 and mixed["experiment"]["overrides"]["algorithm"] == "paper"
+    for option in ("--rules=band", "--min-support=0.3"):
+        refused = runner.invoke(app, ["train", "--task", "successor", "--method", "abc", "--calibration", "paper", option, "--dry-run"])
+        assert refused.exit_code == 2 and "does not read it" in refused.output

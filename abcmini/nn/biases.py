@@ -105,19 +105,23 @@ class Window(nn.Module):
 # ---------------------------------------------------------------- ABC line tables
 
 
-def line_ids(n_q: int, n_k: int, delta: int, right: bool = True, device=None, segment=None) -> torch.Tensor:
+def line_ids(n_q: int, n_k: int, delta: int, right: bool = True, device=None, segment=None,
+             verticals_right: bool = True) -> torch.Tensor:
     """``[q k]`` index of the line of direction ``(1, Δ)`` through each cell.
 
-    ``right``: lines with Δ ≤ 0 are counted from the top-right corner (cross-attention, whose
-    least significant input digit is the last column). Decoder self-attention has its least
-    significant digit at the top-left for both axes, so there every direction counts from there.
+    ``right``: lines with Δ < 0 are counted from the top-right corner (cross-attention, whose
+    least significant input digit is the last column), and verticals too unless
+    ``verticals_right`` is False (Algorithm 1 counts them from the top-left). Decoder
+    self-attention has its least significant digit at the top-left for both axes, so there
+    (``right`` False) every direction counts from there.
     ``segment (first, last)``: lines anchored at column ``last`` for every Δ; see ``in_segment``.
     """
     i = rearrange(torch.arange(n_q, device=device), "q -> q 1")
     j = rearrange(torch.arange(n_k, device=device), "k -> 1 k")
     if segment is not None:
         return j - delta * i - segment[1]
-    return j - delta * i - (n_k - 1 if right and delta <= 0 else 0)
+    from_right = right and (delta < 0 or (delta == 0 and verticals_right))
+    return j - delta * i - (n_k - 1 if from_right else 0)
 
 
 def in_segment(n_q: int, n_k: int, segment, device=None) -> torch.Tensor:
@@ -135,13 +139,18 @@ class LineBias(nn.Module):
     silent (all closed, so the no-NaN rule opens column 0 only: the start marker, the same token
     at every length). ``anchored``: lines counted in the input's segments, each direction's table
     in the segment of ``segments`` (an index into the layout; ``deltas`` may then repeat).
+    ``verticals_right``: see ``line_ids``. ``closed``: the value of a closed cell (−inf; the
+    authors' code uses −1e6, so a row with no open cell attends evenly); ``open_corner``: the
+    top-right cell set to 0 (the authors' cross-attention bias).
     """
 
     def __init__(self, deltas: tuple, firsts: tuple, values: torch.Tensor, right: bool = True, transparent_empty: bool = True,
-                 anchored: bool = False, segments: tuple = ()):
+                 anchored: bool = False, segments: tuple = (), verticals_right: bool = True, closed: float = NEG_INF,
+                 open_corner: bool = False):
         super().__init__()
         self.deltas, self.firsts, self.right = tuple(deltas), tuple(firsts), right
         self.transparent_empty, self.anchored, self.segments = transparent_empty, anchored, tuple(segments)
+        self.verticals_right, self.closed, self.open_corner = verticals_right, closed, open_corner
         self.register_buffer("values", values)
 
     def segment(self, index: int, layout: Layout | None):
@@ -155,13 +164,14 @@ class LineBias(nn.Module):
     def union(self, other: "LineBias") -> "LineBias":
         """Both biases' lines at once (materialized, they merge by max like directions do): how
         the calibrations of several decoder layers combine into one bias."""
-        if self.right != other.right or self.anchored != other.anchored:
+        if (self.right, self.anchored, self.verticals_right, self.closed, self.open_corner) != (
+                other.right, other.anchored, other.verticals_right, other.closed, other.open_corner):
             raise ValueError("cannot unite biases of different attentions or anchors")
         width = max(self.values.shape[-1], other.values.shape[-1])
         pad = lambda v: torch.nn.functional.pad(v, (0, width - v.shape[-1]), value=NEG_INF)  # noqa: E731
         return LineBias(self.deltas + other.deltas, self.firsts + other.firsts,
                         torch.cat([pad(self.values), pad(other.values)]), self.right, self.transparent_empty,
-                        self.anchored, self.segments + other.segments)
+                        self.anchored, self.segments + other.segments, self.verticals_right, self.closed, self.open_corner)
 
     @property
     def transparent(self) -> torch.Tensor:
@@ -179,10 +189,13 @@ class LineBias(nn.Module):
         merged = torch.full((values.shape[1], n_q, n_k), NEG_INF, device=device)
         for index, (table, delta, first) in enumerate(zip(values, self.deltas, self.firsts)):
             segment = self.segment(index, layout)
-            ids = line_ids(n_q, n_k, delta, self.right, device, segment) - first
+            ids = line_ids(n_q, n_k, delta, self.right, device, segment, self.verticals_right) - first
             ids = ids.masked_fill((ids < 0) | (ids >= lines) | ~in_segment(n_q, n_k, segment, device), lines)
             cell = rearrange(table.index_select(1, rearrange(ids, "q k -> (q k)")), "h (q k) -> h q k", q=n_q)
             merged = torch.maximum(merged, cell)
+        if self.open_corner:
+            merged[:, 0, -1] = 0.0
+        merged = merged.clamp(min=self.closed)
         if self.transparent_empty:
             merged[self.transparent.to(device)] = 0.0
         empty = ~torch.isfinite(merged).any(dim=-1)  # no-NaN rule, as for ABS: open column 0
@@ -191,12 +204,14 @@ class LineBias(nn.Module):
 
     def state(self) -> dict:
         return {"deltas": list(self.deltas), "firsts": list(self.firsts), "values": self.values, "right": self.right,
-                "transparent_empty": self.transparent_empty, "anchored": self.anchored, "segments": list(self.segments)}
+                "transparent_empty": self.transparent_empty, "anchored": self.anchored, "segments": list(self.segments),
+                "verticals_right": self.verticals_right, "closed": self.closed, "open_corner": self.open_corner}
 
     @classmethod
     def from_state(cls, state: dict) -> "LineBias":
         return cls(tuple(state["deltas"]), tuple(state["firsts"]), state["values"], state["right"], state["transparent_empty"],
-                   bool(state.get("anchored", state.get("anchors"))), tuple(state.get("segments", ())))  # "anchors": a task name once
+                   bool(state.get("anchored", state.get("anchors"))), tuple(state.get("segments", ())),  # "anchors": a task name once
+                   state.get("verticals_right", True), state.get("closed", NEG_INF), state.get("open_corner", False))
 
     def lines(self):
         """``(direction label, head, [(line, value)])`` for every head with an open line."""

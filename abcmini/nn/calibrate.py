@@ -1,13 +1,16 @@
 """Attention Bias Calibration (paper §4 and Algorithm 1): averaged attention → line tables.
 
-``calibrate`` with its defaults is the paper's Algorithm 1, steps 2.1–2.4, on one attention
-``Ā [h m n]``; each keyword beyond ``kappa``, ``deltas`` and ``right`` switches on one rule beyond
-it. ``procedure`` is ABC on a model: the paper's choices (last decoder layer, directions 1, −1
-and 0) with the named ``RULES`` a caller asks for; ``DEFAULT`` (every rule) is abcmini's
-procedure, none is Algorithm 1 as written. ``block_procedure`` is ABC for an output of
-one block per input number (``biases``, "ABC lines counted in blocks"). Every step is tensor
-code, with no loop over matrix cells. Plain PyTorch: task structure arrives as data (layout,
-padding masks); docs/recipe.md has the measurement behind each rule.
+Three calibrations of one averaged attention ``Ā [h m n]`` (the trusted rows):
+
+- ``algorithm1``: the paper's Algorithm 1 as printed, step by step.
+- ``authors``: what the authors' code computes (shaoxiongduan/AttentionBiasCalibration at
+  1d3a21d, ``src/calcBias.py``): sums for means, other statistics, raw values, one direction.
+- ``procedure``: abcmini's, Algorithm 1 with the named ``RULES`` (``nn.rules``), some of which
+  exist only because abcmini calibrates in one frame and tests in others.
+
+``block_procedure`` is ABC for an output of one block per input number (``biases``, "ABC lines
+counted in blocks"). Every step is tensor code, with no loop over matrix cells. Plain PyTorch:
+task structure arrives as data (layout, padding masks); docs/recipe.md has the measurements.
 """
 
 import functools
@@ -22,20 +25,62 @@ from abcmini.nn.rules import DEFAULT, RULES
 PAPER_DIRECTIONS = (1, -1, 0)  # "the diagonal, the anti-diagonal, and the vertical lines" (§4)
 SELF_DIRECTIONS = (1, 0)  # rule "directions": an anti-diagonal of a causal square is never extended
 CROSS_DIRECTIONS = (-1, 0)  # rule "directions": the digit alignments of reversed outputs
+AUTHORS_CLOSED = -1e6  # calcBias.py:201 and 253: a closed cell of the authors' bias
 
 
-def line_average(attention: torch.Tensor, delta: int, right: bool = True, skip_start: bool = False,
-                 segment=None) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Step 2.1: ``d_l = (1/|l|) Σ_{(i,j) ∈ l} Ā_ij`` along every line of direction ``(1, Δ)``.
-
-    Returns ``(d [h lines], cells [lines], first)``: column ``c`` holds line index ``first + c``,
-    ``cells`` how many cells of ``attention`` that line crosses. ``skip_start``: a sloped line
-    (Δ ≠ 0) leaves out its cell in column 0, the start token (see ``calibrate``); a line with no
-    cell left has ``d = 0`` and ``cells = 0``. ``segment``: lines anchored in that segment of
-    the columns (``biases.line_ids``), cells outside it left out.
+def algorithm1(attention: torch.Tensor, kappa: float, deltas=PAPER_DIRECTIONS) -> LineBias:
+    """The paper's Algorithm 1 on ``Ā [h m n]``, the last decoder layer's attention averaged over
+    training inputs (step 1): the line tables ``Ã [h M N]`` is read from at any ``M × N``. Lines
+    with Δ ≥ 0 are indexed from the top-left corner; for Δ < 0, ``Ā`` is first translated so
+    that its top-right corner meets ``Ã``'s (the algorithm's footnote: its first column lands in
+    column ``N − n + 1``, counted from 1). The caller puts the same bias in every layer (step 3).
     """
+    tables, firsts = [], []
+    for delta in deltas:  # for (1, Δ) ∈ D: iterate directions
+        # 2.1, averaging across lines: d_l = (1/|l|) Σ_{(i,j) ∈ l} Ā_ij, per head
+        d, _, first = line_average(attention, delta, right=True, verticals_right=False)
+        # 2.2, eq. (3): d_l − d_max where d_l > μ + κσ (μ, σ over this direction's d_l), else −inf
+        tables.append(dropoff(d, kappa))
+        firsts.append(first)
+    # 2.4, finalization: the directions merge by element-wise max, and a head left with only
+    # −inf is transparent (all 0): ``LineBias`` does both when it materializes Ã at M × N.
+    width = max(table.shape[-1] for table in tables)
+    values = torch.stack([torch.nn.functional.pad(t, (0, width - t.shape[-1]), value=NEG_INF) for t in tables])
+    return LineBias(tuple(deltas), tuple(firsts), values, right=True, verticals_right=False)
+
+
+def authors(attention: torch.Tensor, kappa: float, delta: int, cross: bool) -> LineBias:
+    """ABC as the authors' code computes it (``src/calcBias.py`` at 1d3a21d), one direction
+    (cross Δ −1, self Δ 1: lines 510–511). Where it departs from ``algorithm1``:
+
+    - a line's value is the sum of its cells, never divided by their count (lines 230–234);
+    - μ and σ are taken over the set of distinct non-zero sums (lines 235–246);
+    - a kept line keeps its raw sum: ``d_max`` is never subtracted (lines 250–253);
+    - closed cells are −1e6, so a row with nothing open attends evenly (lines 201, 253);
+    - cross-attention: no transparent head, and the top-right cell is set to 0 (line 333);
+      self-attention: a head with nothing open is transparent (lines 500–501).
+    """
+    sums, cells, first = line_sums(attention, delta, right=True)
+    kept = torch.full_like(sums, NEG_INF)
+    for head, line in enumerate(sums):
+        values = torch.unique(line[(line != 0) & (cells > 0)])  # valSet: distinct non-zero sums
+        if len(values):  # an empty set closes every cell (mean 1e6)
+            threshold = values.mean() + kappa * values.std(correction=0)
+            kept[head] = torch.where((line >= threshold) & (cells > 0), line, kept[head])
+    return LineBias((delta,), (first,), rearrange(kept, "h l -> 1 h l"), right=True, transparent_empty=not cross,
+                    closed=AUTHORS_CLOSED, open_corner=cross)
+
+
+def line_sums(attention: torch.Tensor, delta: int, right: bool = True, skip_start: bool = False, segment=None,
+              verticals_right: bool = True) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``Σ_{(i,j) ∈ l} Ā_ij`` along every line of direction ``(1, Δ)``: ``(sums [h lines],
+    cells [lines], first)``, column ``c`` holding line index ``first + c`` and ``cells`` how many
+    cells of ``attention`` that line crosses. ``skip_start``: a sloped line (Δ ≠ 0) leaves out its
+    cell in column 0, the start token (see ``calibrate``); a line with no cell left has sum 0 and
+    ``cells = 0``. ``segment``: lines anchored in that segment of the columns
+    (``biases.line_ids``), cells outside it left out."""
     heads, m, n = attention.shape
-    ids = line_ids(m, n, delta, right, attention.device, segment)
+    ids = line_ids(m, n, delta, right, attention.device, segment, verticals_right)
     inside = in_segment(m, n, segment, attention.device)
     first = int(ids[inside].min())
     lines = int(ids[inside].max()) - first + 1
@@ -46,6 +91,14 @@ def line_average(attention: torch.Tensor, delta: int, right: bool = True, skip_s
     weights = rearrange(attention * counted, "h q k -> h (q k)")
     sums = attention.new_zeros(heads, lines).index_add_(1, flat, weights)
     cells = torch.bincount(flat, weights=rearrange(counted, "q k -> (q k)").float(), minlength=lines).long()
+    return sums, cells, first
+
+
+def line_average(attention: torch.Tensor, delta: int, right: bool = True, skip_start: bool = False,
+                 segment=None, verticals_right: bool = True) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Step 2.1: ``d_l = (1/|l|) Σ_{(i,j) ∈ l} Ā_ij``: ``line_sums`` over the cells each line
+    crosses (``d = 0`` for a line with none)."""
+    sums, cells, first = line_sums(attention, delta, right, skip_start, segment, verticals_right)
     return sums / cells.clamp(min=1).to(attention.dtype), cells, first
 
 
