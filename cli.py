@@ -18,23 +18,35 @@ from contextlib import ExitStack, contextmanager
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from typer._click.core import ParameterSource
-from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer vendors Click (≥ 0.26)
+from typer._click.exceptions import (
+    ClickException,
+    NoArgsIsHelpError,
+)  # typer vendors Click (≥ 0.26)
 from typer.core import TyperGroup
 
 from abcmini import commit
 from abcmini.config import CALIBRATION_FIELDS, CELL_OPTIONS, OPTIONS, option_name
 from abcmini.errors import Stopped, UserError, exit_code_of, raise_stopped
-from abcmini.nn import InputError
 from abcmini.names import check_int
+from abcmini.nn import InputError
 from abcmini.recipes import RECIPES
 
 console = Console()
 errors = Console(stderr=True)
 RECIPE_HELP = " | ".join(RECIPES) + " | a YAML file (abcmini recipe)."
-WANDB = typer.Option(True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key).")
+WANDB = typer.Option(
+    True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."
+)
 WANDB_PROJECT = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini].")
 DEVICE = typer.Option("auto", help="auto | cpu | cuda")
 
@@ -92,7 +104,10 @@ class OneLineErrors(TyperGroup):
         args = [str(arg) for arg in (sys.argv[1:] if args is None else args)]
         if args and args[0] in self.commands:
             args = args[:1] + boolean_values(self.commands[args[0]], args[1:])
-        for stream in (sys.stdout, sys.stderr):  # a path that is not UTF-8 (b'\xff') is printed, not a crash
+        for stream in (
+            sys.stdout,
+            sys.stderr,
+        ):  # a path that is not UTF-8 (b'\xff') is printed, not a crash
             if isinstance(stream, io.TextIOWrapper):
                 stream.reconfigure(errors="backslashreplace")
         if not standalone_mode:
@@ -101,22 +116,36 @@ class OneLineErrors(TyperGroup):
             with stop_on_signals():
                 code = super().main(args, *rest, standalone_mode=False, **kwargs)
         except Stopped as stop:
-            errors.print(f"stopped by {stop} (exit code {stop.exit_code}): a run keeps its last checkpoint and its wandb run ended as failed; "
-                         "the same command goes on from there (train: with --continue)", highlight=False, soft_wrap=True)
+            errors.print(
+                f"stopped by {stop} (exit code {stop.exit_code}): a run keeps its last checkpoint and its wandb run ended as failed; "
+                "the same command goes on from there (train: with --continue)",
+                highlight=False,
+                soft_wrap=True,
+            )
             sys.exit(stop.exit_code)
         except NoArgsIsHelpError as error:
             console.print(error.format_message(), highlight=False)
             sys.exit(0)
         except ClickException as error:
-            errors.print(f"[bold red]error:[/] {error.format_message()}", highlight=False, soft_wrap=True)
+            errors.print(
+                f"[bold red]error:[/] {error.format_message()}", highlight=False, soft_wrap=True
+            )
             sys.exit(error.exit_code)
-        except OSError as error:  # standard output closed (| head) or on a full device (> /dev/full)
+        except (
+            OSError
+        ) as error:  # standard output closed (| head) or on a full device (> /dev/full)
             if error.filename is not None or error.errno not in OUTPUT_ERRNOS:
                 raise
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+            os.dup2(
+                os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()
+            )  # nothing more to flush at exit
             if isinstance(error, BrokenPipeError):
                 sys.exit(1)  # the reader left (| head): silently, as rich's console does
-            errors.print(f"[bold red]error:[/] cannot write standard output ({error.strerror})", highlight=False, soft_wrap=True)
+            errors.print(
+                f"[bold red]error:[/] cannot write standard output ({error.strerror})",
+                highlight=False,
+                soft_wrap=True,
+            )
             sys.exit(2)
         sys.exit(code if isinstance(code, int) else 0)
 
@@ -128,7 +157,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
     rich_markup_mode=None,
-    context_settings={"token_normalize_func": lambda name: name.replace("_", "-")},  # --pad_width → --pad-width
+    context_settings={
+        "token_normalize_func": lambda name: name.replace("_", "-")
+    },  # --pad_width → --pad-width
 )
 
 
@@ -136,15 +167,26 @@ def field_options(names=tuple(OPTIONS), rename: dict | None = None):
     """The command takes one option per schema field in ``names`` (``abcmini.config.OPTIONS``: its
     name, type and help, declared there once), passed in its ``**fields``; ``rename`` gives a
     field another option name in this command."""
+
     def add(command):
         signature = inspect.signature(command)
         params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
         for name in names:
             option, kind, help = OPTIONS[name]
             option = (rename or {}).get(name, option)
-            params.append(inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, default=typer.Option(None, help=help), annotation=kind))
+            params.append(
+                inspect.Parameter(
+                    option,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=typer.Option(None, help=help),
+                    annotation=kind,
+                )
+            )
         command.__signature__ = signature.replace(parameters=params)
-        command.__annotations__ = {**command.__annotations__, **{p.name: p.annotation for p in params}}
+        command.__annotations__ = {
+            **command.__annotations__,
+            **{p.name: p.annotation for p in params},
+        }
         return command
 
     return add
@@ -190,7 +232,9 @@ def pick_device(device: str) -> str:
     if device != "cpu" and not device.startswith("cuda"):
         raise UserError(f"unknown device {device!r}; choose auto, cpu or cuda")
     if device.startswith("cuda"):
-        torch.set_float32_matmul_precision("high")  # TF32 matrix products on a GPU; the CPU path is untouched
+        torch.set_float32_matmul_precision(
+            "high"
+        )  # TF32 matrix products on a GPU; the CPU path is untouched
     return device
 
 
@@ -202,20 +246,42 @@ class ConsoleHooks:
         self.progress = self.bar = None
 
     def _progress(self, *fields):
-        return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), *fields, TimeElapsedColumn(),
-                        TimeRemainingColumn(), console=console, transient=False)
+        return Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            *fields,
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
 
     @contextmanager
     def training(self, role, trainer):
         cfg = trainer.cfg
-        console.print(f"[bold]{'train' if role == 'run' else 'ABC source'}[/] {cfg.task} · {cfg.label} · "
-                      f"{'pad width ' + str(cfg.pad_width) if cfg.pad_width else 'growing geometry'} · "
-                      f"seed {cfg.seed} → {trainer.run_dir}", soft_wrap=True, highlight=False)
-        with self._progress(TextColumn("loss {task.fields[loss]:.4f} · valid {task.fields[valid]}")) as self.progress:
-            self.bar = self.progress.add_task("training", total=cfg.steps, completed=trainer.step_count, loss=float("nan"), valid="–")
+        console.print(
+            f"[bold]{'train' if role == 'run' else 'ABC source'}[/] {cfg.task} · {cfg.label} · "
+            f"{'pad width ' + str(cfg.pad_width) if cfg.pad_width else 'growing geometry'} · "
+            f"seed {cfg.seed} → {trainer.run_dir}",
+            soft_wrap=True,
+            highlight=False,
+        )
+        with self._progress(
+            TextColumn("loss {task.fields[loss]:.4f} · valid {task.fields[valid]}")
+        ) as self.progress:
+            self.bar = self.progress.add_task(
+                "training",
+                total=cfg.steps,
+                completed=trainer.step_count,
+                loss=float("nan"),
+                valid="–",
+            )
             yield
         last = trainer.history[-1] if trainer.history else {}
-        console.print(f"done: step {last.get('step')} · valid exact match {last.get('valid_acc', 0):.2%} · {last.get('seconds', 0):.0f}s")
+        console.print(
+            f"done: step {last.get('step')} · valid exact match {last.get('valid_acc', 0):.2%} · {last.get('seconds', 0):.0f}s"
+        )
 
     def step(self, step, loss):
         self.progress.update(self.bar, completed=step, loss=loss)
@@ -223,7 +289,9 @@ class ConsoleHooks:
     def validated(self, entry):
         self.progress.update(self.bar, valid=f"{entry['valid_acc']:.2%}")
         if not console.is_terminal:  # a log file gets one plain line per evaluation
-            console.print(f"step {entry['step']:>6} · loss {entry['loss']:.4f} · valid {entry['valid_acc']:.2%} · {entry['seconds']:.0f}s")
+            console.print(
+                f"step {entry['step']:>6} · loss {entry['loss']:.4f} · valid {entry['valid_acc']:.2%} · {entry['seconds']:.0f}s"
+            )
             sys.stdout.flush()
 
     def calibrated(self, result, seconds):
@@ -250,9 +318,16 @@ def print_calibration(result: dict, seconds: float) -> None:
     from abcmini.nn.biases import scaffold_from_state
 
     for kind, table in scaffold_from_state(result["bias"]).tables():
-        console.print(f"{kind:>5}-attention: open lines per head {table.open_per_head()}; empty heads "
-                      f"{table.transparent.nonzero().flatten().tolist() or 'none'}", highlight=False)
-    console.print(f"calibrated {result['source']} on {result['calibration']['samples']} training inputs in {seconds:.1f}s", soft_wrap=True, highlight=False)
+        console.print(
+            f"{kind:>5}-attention: open lines per head {table.open_per_head()}; empty heads "
+            f"{table.transparent.nonzero().flatten().tolist() or 'none'}",
+            highlight=False,
+        )
+    console.print(
+        f"calibrated {result['source']} on {result['calibration']['samples']} training inputs in {seconds:.1f}s",
+        soft_wrap=True,
+        highlight=False,
+    )
 
 
 def print_accuracy(record: dict) -> None:
@@ -275,25 +350,33 @@ def train(
     recipe: str = typer.Option("paper", help=RECIPE_HELP + " Every value below defaults to it."),
     window: int = cell_option("window"),
     period: int = cell_option("period"),
-    growing: bool = typer.Option(False, "--growing", help="Growing geometry: pad width follows length."),
+    growing: bool = typer.Option(
+        False, "--growing", help="Growing geometry: pad width follows length."
+    ),
     out: str = typer.Option(None, help="Run directory [default: runs/RECIPE/TASK/NAME]."),
-    source: str = typer.Option(None, help="ABC: the Vanilla run to calibrate (trained first if unfinished)."),
+    source: str = typer.Option(
+        None, help="ABC: the Vanilla run to calibrate (trained first if unfinished)."
+    ),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
-    proceed: bool = typer.Option(False, "--continue", help="Continue the run if there is one, else start it (sweeps)."),
+    proceed: bool = typer.Option(
+        False, "--continue", help="Continue the run if there is one, else start it (sweeps)."
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run in --out."),
     threads: int = typer.Option(None, min=1, help="Torch threads [default: torch's]."),
     device: str = DEVICE,
     wandb: bool = WANDB,
     wandb_project: str = WANDB_PROJECT,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved configuration and exit."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the resolved configuration and exit."
+    ),
     **fields,
 ):
     """Train one cell of a recipe, evaluate it and write RUN_DIR/eval.json.
 
     With --method abc: train Vanilla to interpolation (the source), calibrate its attention, retrain a fresh model with the bias; exactly what abcmini reproduce runs for the cell.
     """
-    from abcmini.names import canonical_method, check_task
     from abcmini.config import rule_names
+    from abcmini.names import canonical_method, check_task
     from abcmini.recipes import load_recipe
 
     with user_errors():  # before torch is imported
@@ -303,18 +386,36 @@ def train(
         preset = calibration_preset(fields["calibration"])
         check_calibration_options(fields["calibration"], fields)
         rule_names(fields["rules"] or "")
-        for name, value in ctx.params.items():  # every integer option against its bounds (names.BOUNDS)
-            check_int(value, "calibration.seed" if name == "calibration_seed" else name, "--" + name.replace("_", "-"))
+        for (
+            name,
+            value,
+        ) in ctx.params.items():  # every integer option against its bounds (names.BOUNDS)
+            check_int(
+                value,
+                "calibration.seed" if name == "calibration_seed" else name,
+                "--" + name.replace("_", "-"),
+            )
         lengths = fields["lengths"] and parse_integers(fields["lengths"], "--lengths", minimum=1)
         bias = fields["bias"]
     from abcmini import experiment as ex
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, check_cell_evaluation, run_cell, use_threads
-    from abcmini.store import CALIBRATION_FIGURES, check_bias_matches, check_ours, check_run_dir, clear_run, has_run, load_bias, lock_run
+    from abcmini.store import (
+        CALIBRATION_FIGURES,
+        check_bias_matches,
+        check_ours,
+        check_run_dir,
+        clear_run,
+        has_run,
+        load_bias,
+        lock_run,
+    )
 
     with user_errors():
         cell = ex.Cell.of(task, method, seed, window, period)
-        overrides = {field: fields[option] for field, (option, _, _) in OPTIONS.items()}  # every field a recipe sets has its option
+        overrides = {
+            field: fields[option] for field, (option, _, _) in OPTIONS.items()
+        }  # every field a recipe sets has its option
         overrides |= {"bias_file": bias and os.path.abspath(bias), "lengths": lengths}
         overrides = {key: value for key, value in overrides.items() if value is not None}
         overrides = {**preset, **overrides}
@@ -329,38 +430,66 @@ def train(
         run_dir = out or ex.cell_dir(root, experiment)
         source_dir = None
         if experiment.source is not None:
-            source_dir = source or (ex.cell_dir(root, experiment.source_experiment()) if out is None else os.path.join(run_dir, "source"))
-        exists = check_run_dir(run_dir, resume or (proceed and has_run(run_dir)), overwrite, dry_run)
+            source_dir = source or (
+                ex.cell_dir(root, experiment.source_experiment())
+                if out is None
+                else os.path.join(run_dir, "source")
+            )
+        exists = check_run_dir(
+            run_dir, resume or (proceed and has_run(run_dir)), overwrite, dry_run
+        )
         if experiment.calibration is not None and not dry_run:
             check_ours(run_dir, CALIBRATION_FIGURES)  # ABC writes its heatmaps there
         if bias:
-            check_bias_matches(load_bias(bias), task, experiment.run.pad_width, experiment.run.model_config().heads, bias)
+            check_bias_matches(
+                load_bias(bias),
+                task,
+                experiment.run.pad_width,
+                experiment.run.model_config().heads,
+                bias,
+            )
             if overwrite and os.path.abspath(os.path.dirname(bias)) == os.path.abspath(run_dir):
-                raise UserError(f"--overwrite would delete {bias!r}, the bias this run trains with; move it out of {run_dir!r} first")
+                raise UserError(
+                    f"--overwrite would delete {bias!r}, the bias this run trains with; move it out of {run_dir!r} first"
+                )
         device = pick_device(device)
         check_memory(experiment.run, device)
         if experiment.source is not None:
             check_memory(experiment.source, device, experiment.calibration.samples, "calibration")
-        check_cell_evaluation(experiment, device)  # the tests after training fit too: refused now, not after it
+        check_cell_evaluation(
+            experiment, device
+        )  # the tests after training fit too: refused now, not after it
     if dry_run:
-        console.print_json(data={"out": run_dir, "source": source_dir, **dry_calibration(experiment)})
+        console.print_json(
+            data={"out": run_dir, "source": source_dir, **dry_calibration(experiment)}
+        )
         return
     with user_errors(), ExitStack() as locks:
         for directory, option in ((run_dir, "--out"), (source_dir, "--source")):
             if directory:
                 check_writable(directory, option)
-        waiting = waiting_line if proceed else None  # --continue (the sweeps) waits for another process on the cell
+        waiting = (
+            waiting_line if proceed else None
+        )  # --continue (the sweeps) waits for another process on the cell
         locks.enter_context(lock_run(run_dir, waiting=waiting))
         if source_dir and not source:  # a source named by --source may be a shipped, read-only run
             locks.enter_context(lock_run(source_dir, waiting=waiting))
-        exists = check_run_dir(run_dir, resume or (proceed and has_run(run_dir)), overwrite)  # again, now that it is ours
+        exists = check_run_dir(
+            run_dir, resume or (proceed and has_run(run_dir)), overwrite
+        )  # again, now that it is ours
         if overwrite and exists:
             kept = clear_run(run_dir)
             if kept:
-                console.print(f"--overwrite kept {len(kept)} file{'s' * (len(kept) != 1)} abcmini did not write: "
-                              f"{', '.join(repr(p) for p in kept[:5])}{' …' if len(kept) > 5 else ''}", soft_wrap=True, highlight=False)
+                console.print(
+                    f"--overwrite kept {len(kept)} file{'s' * (len(kept) != 1)} abcmini did not write: "
+                    f"{', '.join(repr(p) for p in kept[:5])}{' …' if len(kept) > 5 else ''}",
+                    soft_wrap=True,
+                    highlight=False,
+                )
         use_threads(threads)
-        record = run_cell(experiment, run_dir, source_dir, device, ConsoleHooks(), Tracking(wandb, wandb_project))
+        record = run_cell(
+            experiment, run_dir, source_dir, device, ConsoleHooks(), Tracking(wandb, wandb_project)
+        )
     print_accuracy(record)
 
 
@@ -375,15 +504,25 @@ def dry_calibration(experiment) -> dict:
         return {"experiment": shown}
     settings = experiment.calibration
     rules = applying(settings.rule_names(), experiment.run.task in BLOCK_TASKS)
-    name = f"abcmini procedure: rules {', '.join(rules) or 'none'}" if settings.algorithm == "abc" else settings.title()
+    name = (
+        f"abcmini procedure: rules {', '.join(rules) or 'none'}"
+        if settings.algorithm == "abc"
+        else settings.title()
+    )
     return {"calibration": name, "experiment": {**shown, "calibration": settings.used()}}
 
 
 def check_calibration_options(name: str | None, given: dict) -> None:
     """Refuse a setting the named calibration does not read (``Calibration.used``)."""
-    unread = [key for key in ("rules", "min_support") if given.get(key) not in (None, "none") and (name or "abc") != "abc"]
+    unread = [
+        key
+        for key in ("rules", "min_support")
+        if given.get(key) not in (None, "none") and (name or "abc") != "abc"
+    ]
     if unread:
-        raise UserError(f"--{unread[0].replace('_', '-')} is a setting of abcmini's procedure; --calibration {name} does not read it")
+        raise UserError(
+            f"--{unread[0].replace('_', '-')} is a setting of abcmini's procedure; --calibration {name} does not read it"
+        )
 
 
 def calibration_preset(name: str | None) -> dict:
@@ -399,7 +538,9 @@ def calibration_preset(name: str | None) -> dict:
 @field_options(("lengths", "test_seed", "test_frame"), rename={"test_seed": "seed"})
 def evaluate(
     run_dir: str = typer.Argument(..., help="A run directory written by abcmini train."),
-    batch_size: int = typer.Option(1000, min=1, help="Sequences decoded at once (fewer where a batch would need over 2 GiB)."),
+    batch_size: int = typer.Option(
+        1000, min=1, help="Sequences decoded at once (fewer where a batch would need over 2 GiB)."
+    ),
     wandb: bool = WANDB,
     wandb_project: str = WANDB_PROJECT,
     device: str = DEVICE,
@@ -419,8 +560,16 @@ def evaluate(
     from abcmini.pipeline import Tracking, evaluate_run
 
     with user_errors():
-        record = evaluate_run(run_dir, wanted, seed, pick_device(device), ConsoleHooks(), Tracking(wandb, wandb_project), batch_size,
-                              test_frame)
+        record = evaluate_run(
+            run_dir,
+            wanted,
+            seed,
+            pick_device(device),
+            ConsoleHooks(),
+            Tracking(wandb, wandb_project),
+            batch_size,
+            test_frame,
+        )
     print_accuracy(record)
 
 
@@ -428,9 +577,15 @@ def evaluate(
 @field_options(CALIBRATION_FIELDS, rename={"seed": "seed"})
 def calibrate_command(
     ctx: typer.Context,
-    run_dir: str = typer.Argument(..., help="A run that has interpolated (trained without scaffolding)."),
-    recipe: str = typer.Option(None, help=RECIPE_HELP + " Its calibration settings apply [default: the run's, else paper]."),
-    out: str = typer.Option(None, help="Bias file to write [default: RUN_DIR/abc_bias.pt]; heatmaps go beside it."),
+    run_dir: str = typer.Argument(
+        ..., help="A run that has interpolated (trained without scaffolding)."
+    ),
+    recipe: str = typer.Option(
+        None, help=RECIPE_HELP + " Its calibration settings apply [default: the run's, else paper]."
+    ),
+    out: str = typer.Option(
+        None, help="Bias file to write [default: RUN_DIR/abc_bias.pt]; heatmaps go beside it."
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing bias file."),
     wandb: bool = WANDB,
     wandb_project: str = WANDB_PROJECT,
@@ -448,7 +603,13 @@ def calibrate_command(
     from abcmini.experiment import run_config_of
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, calibrate_stage, experiment_of
-    from abcmini.store import CALIBRATION_FIGURES, check_ours, is_same_calibration, load_checkpoint, lock_run
+    from abcmini.store import (
+        CALIBRATION_FIGURES,
+        check_ours,
+        is_same_calibration,
+        load_checkpoint,
+        lock_run,
+    )
 
     with user_errors():
         recorded = experiment_of(run_dir)
@@ -457,24 +618,55 @@ def calibrate_command(
         state = load_checkpoint(run_dir)
         cfg = run_config_of(state)
         task = cfg.task
-        given = {name: fields[option_name(name) if name != "seed" else name] for name in CALIBRATION_FIELDS}  # one option each
+        given = {
+            name: fields[option_name(name) if name != "seed" else name]
+            for name in CALIBRATION_FIELDS
+        }  # one option each
         check_calibration_options(given["algorithm"], given)
-        given = {**calibration_preset(given["algorithm"]), **{k: v for k, v in given.items() if v is not None}}
+        given = {
+            **calibration_preset(given["algorithm"]),
+            **{k: v for k, v in given.items() if v is not None},
+        }
         settings = replace(chosen.calibration, **given)
         check_memory(cfg, "cpu", settings.samples, "calibration")
         path = out or os.path.join(run_dir, "abc_bias.pt")
         if os.path.isdir(path):
             raise UserError(f"--out {path!r} is a directory; name the bias file to write")
-        if os.path.lexists(path) and not overwrite and not is_same_calibration(path, run_dir, asdict(settings)):
-            raise UserError(f"{path!r} exists (a run may train with it); pass --overwrite to replace it, or another --out")
+        if (
+            os.path.lexists(path)
+            and not overwrite
+            and not is_same_calibration(path, run_dir, asdict(settings))
+        ):
+            raise UserError(
+                f"{path!r} exists (a run may train with it); pass --overwrite to replace it, or another --out"
+            )
         check_writable(os.path.dirname(os.path.abspath(path)), "--out")
-        check_ours(os.path.dirname(os.path.abspath(path)), CALIBRATION_FIGURES)  # its heatmaps go beside it
+        check_ours(
+            os.path.dirname(os.path.abspath(path)), CALIBRATION_FIGURES
+        )  # its heatmaps go beside it
         identity = recorded.identity if recorded else os.path.basename(os.path.normpath(run_dir))
         with lock_run(os.path.dirname(os.path.abspath(path))):
-            result = calibrate_stage(run_dir, path, settings, recorded, cfg, ConsoleHooks(),
-                                     Tracking(wandb, wandb_project), identity, identity)
-    console.print(f"recipe {chosen.name}'s calibration for {task}: {asdict(settings)}", soft_wrap=True, highlight=False)
-    console.print(f"→ {path}; heatmaps: {', '.join(os.path.basename(p) for p in result['pngs'].values())}", soft_wrap=True, highlight=False)
+            result = calibrate_stage(
+                run_dir,
+                path,
+                settings,
+                recorded,
+                cfg,
+                ConsoleHooks(),
+                Tracking(wandb, wandb_project),
+                identity,
+                identity,
+            )
+    console.print(
+        f"recipe {chosen.name}'s calibration for {task}: {asdict(settings)}",
+        soft_wrap=True,
+        highlight=False,
+    )
+    console.print(
+        f"→ {path}; heatmaps: {', '.join(os.path.basename(p) for p in result['pngs'].values())}",
+        soft_wrap=True,
+        highlight=False,
+    )
 
 
 @app.command("recipe")
@@ -494,10 +686,19 @@ def recipe_command(name: str = typer.Argument("paper", help=RECIPE_HELP)):
 
 @app.command("report")
 def report_command(
-    runs_dir: str = typer.Argument("runs", help="Directory searched (recursively) for result records (eval.json)."),
-    out: str = typer.Option(None, help="Markdown page to write, figures beside it [default: RUNS_DIR/report.md]."),
-    readme: str = typer.Option(None, help="Also fill this file's generated blocks from the same records: README.md's headline, docs/todays-methods.md's methods table."),
-    beside: str = typer.Option(None, help="Another directory of records (another recipe): each seed set beside its own."),
+    runs_dir: str = typer.Argument(
+        "runs", help="Directory searched (recursively) for result records (eval.json)."
+    ),
+    out: str = typer.Option(
+        None, help="Markdown page to write, figures beside it [default: RUNS_DIR/report.md]."
+    ),
+    readme: str = typer.Option(
+        None,
+        help="Also fill this file's generated blocks from the same records: README.md's headline, docs/todays-methods.md's methods table.",
+    ),
+    beside: str = typer.Option(
+        None, help="Another directory of records (another recipe): each seed set beside its own."
+    ),
 ):
     """Both of the paper's tables (ours beside the paper's), training cost and one accuracy-vs-length figure per task."""
     from abcmini.outputs.report import collect, with_blocks, write_report
@@ -519,14 +720,24 @@ def report_command(
         if filled is not None:
             atomic_write(readme, lambda f: f.write(filled.encode(errors="backslashreplace")))
     console.print(text, highlight=False, soft_wrap=True, markup=False)
-    console.print(f"→ {out}, {', '.join(os.path.basename(p) for p in pngs)}{', ' + readme if readme else ''}", highlight=False, soft_wrap=True)
+    console.print(
+        f"→ {out}, {', '.join(os.path.basename(p) for p in pngs)}{', ' + readme if readme else ''}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command("dashboard")
 def dashboard_command(
-    runs_dirs: list[str] = typer.Argument(None, help="Directories searched (recursively) for result records (eval.json), "
-                                          "or record files [default: runs]."),
-    out: str = typer.Option(None, help="HTML file to write [default: RUNS_DIR/dashboard.html for one directory, ./dashboard.html for several]."),
+    runs_dirs: list[str] = typer.Argument(
+        None,
+        help="Directories searched (recursively) for result records (eval.json), "
+        "or record files [default: runs].",
+    ),
+    out: str = typer.Option(
+        None,
+        help="HTML file to write [default: RUNS_DIR/dashboard.html for one directory, ./dashboard.html for several].",
+    ),
 ):
     """One self-contained HTML page comparing the methods of any number of results roots: accuracy against length, both tables, each cell's training, attention and scaffold."""
     from abcmini.outputs.dashboard import write_dashboard
@@ -537,8 +748,13 @@ def dashboard_command(
             if not os.path.exists(runs_dir):
                 raise UserError(f"runs directory {runs_dir!r} does not exist")
         one_dir = len(runs_dirs) == 1 and os.path.isdir(runs_dirs[0])
-        path = write_dashboard(runs_dirs, out or (os.path.join(runs_dirs[0], "dashboard.html") if one_dir else "dashboard.html"))
-    console.print(f"→ {path} (open it in a browser; it works offline)", highlight=False, soft_wrap=True)
+        path = write_dashboard(
+            runs_dirs,
+            out or (os.path.join(runs_dirs[0], "dashboard.html") if one_dir else "dashboard.html"),
+        )
+    console.print(
+        f"→ {path} (open it in a browser; it works offline)", highlight=False, soft_wrap=True
+    )
 
 
 @app.command("reproduce")
@@ -546,24 +762,41 @@ def reproduce_command(
     ctx: typer.Context,
     recipe: str = typer.Option("paper", help=RECIPE_HELP),
     tasks: str = typer.Option("successor,addition,nx1,parity", help="Comma-separated tasks."),
-    methods: str = typer.Option("vanilla,alibi,rope,abc,+w=1,+T=3,NoPE+w=1", help="Comma-separated methods of the paper's two tables."),
-    seeds: str = typer.Option("0,1,2", help="Comma-separated seeds; tables report the median and range."),
-    quick: bool = typer.Option(False, "--quick", help="Small but real: recipe quick, Successor, Vanilla and ABC, seed 0."),
-    out: str = typer.Option(None, help="Root of the runs, report.md and figures [default: runs/RECIPE]."),
+    methods: str = typer.Option(
+        "vanilla,alibi,rope,abc,+w=1,+T=3,NoPE+w=1",
+        help="Comma-separated methods of the paper's two tables.",
+    ),
+    seeds: str = typer.Option(
+        "0,1,2", help="Comma-separated seeds; tables report the median and range."
+    ),
+    quick: bool = typer.Option(
+        False, "--quick", help="Small but real: recipe quick, Successor, Vanilla and ABC, seed 0."
+    ),
+    out: str = typer.Option(
+        None, help="Root of the runs, report.md and figures [default: runs/RECIPE]."
+    ),
     workers: int = typer.Option(2, min=1, help="Cells trained side by side (one thread each)."),
     wandb: bool = WANDB,
     wandb_project: str = WANDB_PROJECT,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print every cell's resolved configuration and exit."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print every cell's resolved configuration and exit."
+    ),
 ):
     """The paper end to end: every cell of both tables through the same path as abcmini train, then the tables and figures. Resumes where it stopped."""
     from abcmini.names import canonical_method, check_task
     from abcmini.recipes import load_recipe
 
     with user_errors():  # before torch is imported
-        overridden = [name for name in ("recipe", "tasks", "methods", "seeds") if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT]
+        overridden = [
+            name
+            for name in ("recipe", "tasks", "methods", "seeds")
+            if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
+        ]
         if quick and overridden:
-            raise UserError(f"--quick sets --{overridden[0]} itself; drop one of them (--quick is --recipe quick --tasks successor "
-                            "--methods vanilla,abc --seeds 0)")
+            raise UserError(
+                f"--quick sets --{overridden[0]} itself; drop one of them (--quick is --recipe quick --tasks successor "
+                "--methods vanilla,abc --seeds 0)"
+            )
         if quick:
             recipe, tasks, methods, seeds = "quick", "successor", "vanilla,abc", "0"
         for task in tasks.split(","):
@@ -572,8 +805,8 @@ def reproduce_command(
             canonical_method(method)
         chosen = load_recipe(recipe)
     from abcmini.limits import check_memory, check_writable
-    from abcmini.outputs.dashboard import check_dashboard_target, write_dashboard
     from abcmini.outputs.compare import comparison_run
+    from abcmini.outputs.dashboard import check_dashboard_target, write_dashboard
     from abcmini.outputs.report import check_report_target, collect, write_report
     from abcmini.pipeline import Tracking
     from abcmini.reproduce import plan, read_invocations, run_all, table_cells
@@ -587,27 +820,62 @@ def reproduce_command(
         if not dry_run:
             check_writable(out)
             read_invocations(out)  # a ledger of the wrong shape is refused before any work
-            check_report_target(os.path.join(out, "report.md"), sorted({job.cell.task for job in jobs}))  # …and a user's file there
+            check_report_target(
+                os.path.join(out, "report.md"), sorted({job.cell.task for job in jobs})
+            )  # …and a user's file there
             check_dashboard_target(os.path.join(out, "dashboard.html"))
     if dry_run:
-        console.print_json(data=[{"out": job.run_dir, "source": job.source_dir, "experiment": job.experiment.to_dict()} for job in jobs])
+        console.print_json(
+            data=[
+                {
+                    "out": job.run_dir,
+                    "source": job.source_dir,
+                    "experiment": job.experiment.to_dict(),
+                }
+                for job in jobs
+            ]
+        )
         return
-    to_do = {job for job in jobs if not job.done()}  # the bar counts these on top of the finished ones
-    console.print(f"[bold]reproduce[/] {len(jobs)} runs ({len(to_do)} to do) · recipe {chosen.name} · {tasks} · {methods} · "
-                  f"seeds {list(seed_list)} · {workers} workers → {out}", soft_wrap=True)
+    to_do = {
+        job for job in jobs if not job.done()
+    }  # the bar counts these on top of the finished ones
+    console.print(
+        f"[bold]reproduce[/] {len(jobs)} runs ({len(to_do)} to do) · recipe {chosen.name} · {tasks} · {methods} · "
+        f"seeds {list(seed_list)} · {workers} workers → {out}",
+        soft_wrap=True,
+    )
     start = time.perf_counter()
-    progress = Progress(TextColumn("reproduce"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"), TimeElapsedColumn(),
-                        TimeRemainingColumn(), console=console)
+    progress = Progress(
+        TextColumn("reproduce"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("cells"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    )
 
     def on_done(job, result):
         if "error" in result:
-            errors.print(f"[red]{job.cell.task} {job.cell.method} seed {job.cell.seed}: {result['error']}[/]", soft_wrap=True, highlight=False)
+            errors.print(
+                f"[red]{job.cell.task} {job.cell.method} seed {job.cell.seed}: {result['error']}[/]",
+                soft_wrap=True,
+                highlight=False,
+            )
             if "traceback" in result:
                 errors.print(result["traceback"], soft_wrap=True, highlight=False, markup=False)
         else:
-            accs = " ".join(f"{n}:{100 * a:.1f}" for n, a in result["accuracy"].items()) if "accuracy" in result else "(ABC source, not tested)"
-            console.print(f"{time.perf_counter() - start:7.0f}s  {job.cell.task:<9} {result['method']:<16} s{job.cell.seed}  "
-                          f"{result['train_steps']} steps {result['train_seconds']:.0f}s  {accs}", highlight=False, soft_wrap=True)
+            accs = (
+                " ".join(f"{n}:{100 * a:.1f}" for n, a in result["accuracy"].items())
+                if "accuracy" in result
+                else "(ABC source, not tested)"
+            )
+            console.print(
+                f"{time.perf_counter() - start:7.0f}s  {job.cell.task:<9} {result['method']:<16} s{job.cell.seed}  "
+                f"{result['train_steps']} steps {result['train_seconds']:.0f}s  {accs}",
+                highlight=False,
+                soft_wrap=True,
+            )
         progress.advance(bar, int(job in to_do))
         sys.stdout.flush()
 
@@ -617,32 +885,66 @@ def reproduce_command(
             results = run_all(jobs, workers, on_done, Tracking(wandb, wandb_project))
     except (KeyboardInterrupt, Stopped) as stop:
         done = read_invocations(out)[-1]["done"]
-        errors.print(f"interrupted after {time.perf_counter() - start:.0f}s: {done} cell{'s' * (done != 1)} finished in this invocation; "
-                     f"every unfinished run keeps its last checkpoint; rerun the same command to resume", soft_wrap=True, highlight=False)
+        errors.print(
+            f"interrupted after {time.perf_counter() - start:.0f}s: {done} cell{'s' * (done != 1)} finished in this invocation; "
+            f"every unfinished run keeps its last checkpoint; rerun the same command to resume",
+            soft_wrap=True,
+            highlight=False,
+        )
         raise typer.Exit(exit_code_of(stop)) from None
     failed = sum("error" in r for r in results)
     if failed and not glob.glob(os.path.join(out, "**", "eval.json"), recursive=True):
-        errors.print(f"reproduce: {failed} failed and no cell has a result record to report", soft_wrap=True, highlight=False)
+        errors.print(
+            f"reproduce: {failed} failed and no cell has a result record to report",
+            soft_wrap=True,
+            highlight=False,
+        )
         raise typer.Exit(1)
     with user_errors():
         text, pngs = write_report(out, os.path.join(out, "report.md"), read_invocations(out))
         dashboard = write_dashboard(out, os.path.join(out, "dashboard.html"))
-        compared = comparison_run(wandb, wandb_project, out, collect(out), f"{chosen.name}/comparison", recipe=chosen.name,
-                                  tasks=tasks.split(","), methods=methods.split(","), seeds=list(seed_list))
+        compared = comparison_run(
+            wandb,
+            wandb_project,
+            out,
+            collect(out),
+            f"{chosen.name}/comparison",
+            recipe=chosen.name,
+            tasks=tasks.split(","),
+            methods=methods.split(","),
+            seeds=list(seed_list),
+        )
     console.print(text, highlight=False, soft_wrap=True, markup=False)
     if compared:
-        console.print(f"comparison: wandb run {compared} (group {chosen.name}/comparison)", highlight=False, soft_wrap=True)
-    console.print(f"reproduce: {len(results) - failed} runs done, {failed} failed, {time.perf_counter() - start:.0f}s → "
-                  f"{os.path.join(out, 'report.md')}, {dashboard}, {', '.join(os.path.basename(p) for p in pngs)}", soft_wrap=True, highlight=False)
+        console.print(
+            f"comparison: wandb run {compared} (group {chosen.name}/comparison)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    console.print(
+        f"reproduce: {len(results) - failed} runs done, {failed} failed, {time.perf_counter() - start:.0f}s → "
+        f"{os.path.join(out, 'report.md')}, {dashboard}, {', '.join(os.path.basename(p) for p in pngs)}",
+        soft_wrap=True,
+        highlight=False,
+    )
     if failed:
         raise typer.Exit(1)
 
 
 @app.command("sweep")
 def sweep_command(
-    file: str = typer.Argument(..., help="A wandb sweep YAML (program: cli.py), e.g. sweeps/paper-grid.yaml."),
-    count: int = typer.Option(None, min=1, max=10_000, help="Run at most this many (required for random and bayes searches)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the command of every run and exit."),
+    file: str = typer.Argument(
+        ..., help="A wandb sweep YAML (program: cli.py), e.g. sweeps/paper-grid.yaml."
+    ),
+    count: int = typer.Option(
+        None,
+        min=1,
+        max=10_000,
+        help="Run at most this many (required for random and bayes searches).",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the command of every run and exit."
+    ),
 ):
     """Run a sweep with no wandb server: wandb's sweep engine expands it locally and the runs go one after another, each exactly the command wandb agent would run."""
     import subprocess
@@ -656,12 +958,25 @@ def sweep_command(
         runs = expand(config, count)
         train = typer.main.get_command(app).commands["train"]
         options = {name.replace("_", "-") for param in train.params for name in param.opts}
-        unknown = sorted({key for params in runs for key in params if f"--{key.replace('_', '-')}" not in options})
+        unknown = sorted(
+            {
+                key
+                for params in runs
+                for key in params
+                if f"--{key.replace('_', '-')}" not in options
+            }
+        )
         if unknown:
-            raise UserError(f"sweep file {file!r}: {unknown[0]!r} is not an option of abcmini train")
-        for params in runs:  # each run's options parsed as train parses them (types, bounds), before any run
+            raise UserError(
+                f"sweep file {file!r}: {unknown[0]!r} is not an option of abcmini train"
+            )
+        for (
+            params
+        ) in runs:  # each run's options parsed as train parses them (types, bounds), before any run
             try:
-                spelled = [f"--{key.replace('_', '-')}={value}" for key, value in params.items()]  # the app's token_normalize_func
+                spelled = [
+                    f"--{key.replace('_', '-')}={value}" for key, value in params.items()
+                ]  # the app's token_normalize_func
                 train.make_context("train", boolean_values(train, spelled))
             except ClickException as error:
                 raise UserError(f"sweep file {file!r}: {error.format_message()}") from None
@@ -671,14 +986,22 @@ def sweep_command(
             console.print(" ".join(argv), highlight=False, soft_wrap=True)
         return
     failed, name = 0, config.get("name", os.path.basename(file))
-    project = {"WANDB_PROJECT": str(config["project"])} if config.get("project") else {}  # the file's project, as wandb sweep takes it
+    project = (
+        {"WANDB_PROJECT": str(config["project"])} if config.get("project") else {}
+    )  # the file's project, as wandb sweep takes it
     env = {**os.environ, "ABCMINI_SWEEP": name, **project}
     for i, argv in enumerate(commands, 1):
-        console.print(f"[bold]sweep {name}[/] run {i}/{len(commands)}: {' '.join(argv[1:])}", soft_wrap=True, highlight=False)
+        console.print(
+            f"[bold]sweep {name}[/] run {i}/{len(commands)}: {' '.join(argv[1:])}",
+            soft_wrap=True,
+            highlight=False,
+        )
         sys.stdout.flush()
         if subprocess.run(argv, env=env).returncode != 0:
             failed += 1
-    console.print(f"sweep: {len(commands) - failed} runs finished, {failed} failed", highlight=False)
+    console.print(
+        f"sweep: {len(commands) - failed} runs finished, {failed} failed", highlight=False
+    )
     tracked = not any("--no-wandb" in boolean_values(train, argv) for argv in commands)
     dirs = run_dirs(commands, env) if tracked else []
     from abcmini.outputs.report import collect  # matplotlib and torch: after the runs
@@ -687,32 +1010,62 @@ def sweep_command(
     if records:
         from abcmini.outputs.compare import comparison_run
 
-        root = os.path.commonpath([os.path.dirname(os.path.abspath(d)) for d in dirs])  # above every run directory
+        root = os.path.commonpath(
+            [os.path.dirname(os.path.abspath(d)) for d in dirs]
+        )  # above every run directory
         with user_errors():
-            compared = comparison_run(True, project.get("WANDB_PROJECT"), root, records, f"sweep/{name}", sweep=name, file=file)
+            compared = comparison_run(
+                True,
+                project.get("WANDB_PROJECT"),
+                root,
+                records,
+                f"sweep/{name}",
+                sweep=name,
+                file=file,
+            )
         if compared:
-            console.print(f"comparison: wandb run {compared} (group sweep/{name}) in {root}", highlight=False, soft_wrap=True)
+            console.print(
+                f"comparison: wandb run {compared} (group sweep/{name}) in {root}",
+                highlight=False,
+                soft_wrap=True,
+            )
     if failed:
         raise typer.Exit(1)
 
 
 @app.command("sync")
 def sync_command(
-    root: str = typer.Argument(..., help="A results root (e.g. runs/paper): every offline wandb run below it is synced."),
+    root: str = typer.Argument(
+        ..., help="A results root (e.g. runs/paper): every offline wandb run below it is synced."
+    ),
     entity: str = typer.Option(None, help="wandb entity [default: the API key's]."),
-    project: str = typer.Option(None, help="Put every run in this project [default: the project each run was logged to]."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="List the runs, the upload command and the lineage calls, and exit."),
+    project: str = typer.Option(
+        None, help="Put every run in this project [default: the project each run was logged to]."
+    ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="List the runs, the upload command and the lineage calls, and exit.",
+    ),
 ):
     """Upload every offline wandb run under ROOT (ABC sources and comparison runs included) with wandb sync, then restore the lineage edges the offline runs recorded (config uses) through wandb's API. Safe to run again."""
     from abcmini.outputs.sync import sync
 
     with user_errors():
-        sync(root, entity, project, dry_run, say=lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False))
+        sync(
+            root,
+            entity,
+            project,
+            dry_run,
+            say=lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False),
+        )
 
 
 @app.command("workspace")
 def workspace_command(
-    root: str = typer.Argument(..., help="A results root whose result records name the tasks, methods and recipe."),
+    root: str = typer.Argument(
+        ..., help="A results root whose result records name the tasks, methods and recipe."
+    ),
     entity: str = typer.Option(None, help="wandb entity (required to save)."),
     project: str = typer.Option("abcmini", help="wandb project the runs were logged to."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be saved and exit."),
@@ -729,9 +1082,13 @@ def workspace_command(
         if not records:
             raise UserError(f"results root {root!r} holds no result records (eval.json)")
         if not dry_run and not entity:
-            raise UserError("saving needs --entity (your wandb user or team); --dry-run shows what would be saved")
+            raise UserError(
+                "saving needs --entity (your wandb user or team); --dry-run shows what would be saved"
+            )
         if not dry_run and not has_api_key():
-            raise UserError("no wandb API key (WANDB_API_KEY or wandb login): nothing was saved; --dry-run shows what would be saved")
+            raise UserError(
+                "no wandb API key (WANDB_API_KEY or wandb login): nothing was saved; --dry-run shows what would be saved"
+            )
         views, report = build(records, entity or "ENTITY", project)
     for line in describe(views, report):
         console.print(line, highlight=False, soft_wrap=True, markup=False)

@@ -14,7 +14,11 @@ from abcmini.nn.schemes import SCHEMES
 
 POOL_DIGITS = len(str(2**20))  # L_int: the longest operand in the pool has 7 digits
 TEST_FRAMES = ("fixed", "follows")
-UNEQUAL_TASKS = ("addition", "multiadd", "multiply")  # --operand-lengths unequal: tasks of two or more operands
+UNEQUAL_TASKS = (
+    "addition",
+    "multiadd",
+    "multiply",
+)  # --operand-lengths unequal: tasks of two or more operands
 
 
 def check_test_frame(value: str) -> None:
@@ -43,16 +47,43 @@ class Calibration:
     """ABC's calibration settings (paper §4): which calibration (``CALIBRATIONS``) and its
     settings; the fixed parts live in ``abcmini.nn.calibrate``, the rules in docs/recipe.md."""
 
-    algorithm: str = why("abc", "abcmini's procedure: Algorithm 1 with the rules that carry its lines across frames",
-                         "ABC: abc | paper (Algorithm 1) | authors (their code; both: --kappa-cross 4.5).")
+    algorithm: str = why(
+        "abc",
+        "abcmini's procedure: Algorithm 1 with the rules that carry its lines across frames",
+        "ABC: abc | paper (Algorithm 1) | authors (their code; both: --kappa-cross 4.5).",
+    )
 
-    kappa_self: float = why(0.87, "the paper's dropoff factor for self-attention", 'ABC: self-attention dropoff factor.')
-    kappa_cross: float = why(2.5, "a pad-10 frame has few cross lines; none stands the paper's 4.5 sigma out", 'ABC: cross-attention dropoff factor: keep d_l > μ + κσ.')
-    min_support: float = why(0.5, "extend only lines crossing half of the trusted rows, and the last one", 'ABC: extend only lines crossing this fraction of the trusted rows (rule support).')
-    samples: int = why(1000, "training inputs decoded to average the attention over", 'ABC: training inputs decoded to average the attention over.')
-    seed: int = why(0, "seed of that subset of training inputs", 'ABC: seed of that subset of training inputs.')
-    min_accuracy: float = why(0.99, "refuse a source below this validation exact match: it has not interpolated", 'ABC: refuse a source below this validation exact match.')
-    rules: str = why("all", "every rule beyond Algorithm 1 (abcmini recipe RECIPE lists them); none: the paper as written", 'ABC: the rules beyond Algorithm 1: all | none | names | all,-band (abcmini recipe lists them).')
+    kappa_self: float = why(
+        0.87, "the paper's dropoff factor for self-attention", "ABC: self-attention dropoff factor."
+    )
+    kappa_cross: float = why(
+        2.5,
+        "a pad-10 frame has few cross lines; none stands the paper's 4.5 sigma out",
+        "ABC: cross-attention dropoff factor: keep d_l > μ + κσ.",
+    )
+    min_support: float = why(
+        0.5,
+        "extend only lines crossing half of the trusted rows, and the last one",
+        "ABC: extend only lines crossing this fraction of the trusted rows (rule support).",
+    )
+    samples: int = why(
+        1000,
+        "training inputs decoded to average the attention over",
+        "ABC: training inputs decoded to average the attention over.",
+    )
+    seed: int = why(
+        0, "seed of that subset of training inputs", "ABC: seed of that subset of training inputs."
+    )
+    min_accuracy: float = why(
+        0.99,
+        "refuse a source below this validation exact match: it has not interpolated",
+        "ABC: refuse a source below this validation exact match.",
+    )
+    rules: str = why(
+        "all",
+        "every rule beyond Algorithm 1 (abcmini recipe RECIPE lists them); none: the paper as written",
+        "ABC: the rules beyond Algorithm 1: all | none | names | all,-band (abcmini recipe lists them).",
+    )
 
     def __post_init__(self):
         if self.algorithm not in CALIBRATIONS:
@@ -72,13 +103,19 @@ class Calibration:
 
     def used(self) -> dict:
         """The settings this calibration reads: ``min_support`` and the rules are abcmini's only."""
-        return {k: v for k, v in asdict(self).items() if self.algorithm == "abc" or k not in ("min_support", "rules")}
+        return {
+            k: v
+            for k, v in asdict(self).items()
+            if self.algorithm == "abc" or k not in ("min_support", "rules")
+        }
 
     def title(self) -> str:
         """The calibration's name as the dry run and the report print it."""
         rules = self.rule_names()
-        return {"paper": "Algorithm 1 (paper)", "authors": "authors' code (calcBias.py at 1d3a21d)"}.get(
-            self.algorithm, f"abcmini procedure: rules {', '.join(rules) if rules else 'none'}")
+        return {
+            "paper": "Algorithm 1 (paper)",
+            "authors": "authors' code (calcBias.py at 1d3a21d)",
+        }.get(self.algorithm, f"abcmini procedure: rules {', '.join(rules) if rules else 'none'}")
 
 
 def rule_names(spec: str) -> tuple[str, ...]:
@@ -90,7 +127,9 @@ def rule_names(spec: str) -> tuple[str, ...]:
         if word in ("all", "none"):
             chosen = set(DEFAULT) if word == "all" else set()
         elif name not in RULES:
-            raise ConfigError(f"unknown calibration rule {name!r}; rules are all, none or {', '.join(RULES)}")
+            raise ConfigError(
+                f"unknown calibration rule {name!r}; rules are all, none or {', '.join(RULES)}"
+            )
         elif word.startswith("-"):
             chosen.discard(name)
         else:
@@ -101,7 +140,10 @@ def rule_names(spec: str) -> tuple[str, ...]:
 CALIBRATIONS = {  # --calibration NAME → the settings it implies (below any given on the command line)
     "abc": {},
     "paper": {"rules": "none", "kappa_cross": 4.5},  # Algorithm 1 with the paper's κ
-    "authors": {"rules": "none", "kappa_cross": 4.5},  # the authors' dropoffCondition, calcBias.py:164–165
+    "authors": {
+        "rules": "none",
+        "kappa_cross": 4.5,
+    },  # the authors' dropoffCondition, calcBias.py:164–165
 }
 
 
@@ -110,37 +152,80 @@ class Recipe:
     """How every cell of the paper's tables is trained on 2 CPU cores."""
 
     name: str = why("paper", "what produced the README's tables")
-    pad_width: int = why(12, "a pad-12 frame: steps 5x cheaper than the paper's 64 (docs/paper-gaps.md)")
+    pad_width: int = why(
+        12, "a pad-12 frame: steps 5x cheaper than the paper's 64 (docs/paper-gaps.md)"
+    )
     lengths: tuple = why((6, 10, 15, 20, 60), "the paper's test lengths")
     test_seed: int = why(0, "every method is tested on the same numbers")
-    test_frame: str = why("follows", "each length in a frame of the length plus the training numbers' leading zeros")
-    arch: str = why("encoder-decoder", "the paper's model; decoder: GPT-style, prompt and answer in one causal sequence")
+    test_frame: str = why(
+        "follows", "each length in a frame of the length plus the training numbers' leading zeros"
+    )
+    arch: str = why(
+        "encoder-decoder",
+        "the paper's model; decoder: GPT-style, prompt and answer in one causal sequence",
+    )
     preset: str = why("cpu", "2 decoder layers, 4 heads, d 64: converges in minutes on a CPU")
-    enc_layers: int = why(0, "the authors' identity encoder: cross-attention reads the embedded input")
-    enc_layers_in_attention: int = why(1, "RoPE, ALiBi, relative act inside self-attention, so their input needs an encoder")
-    lr: float = why(1e-3, "Adam with warmup and cosine decay, for minutes instead of the paper's days at 1e-5")
+    enc_layers: int = why(
+        0, "the authors' identity encoder: cross-attention reads the embedded input"
+    )
+    enc_layers_in_attention: int = why(
+        1, "RoPE, ALiBi, relative act inside self-attention, so their input needs an encoder"
+    )
+    lr: float = why(
+        1e-3, "Adam with warmup and cosine decay, for minutes instead of the paper's days at 1e-5"
+    )
     warmup: int = why(100, "linear warmup steps")
     batch_size: int = why(128, "examples per optimizer step")
     eval_every: int = why(250, "validate and checkpoint every this many steps")
     valid_size: int = why(1000, "validation examples from the held-out eighth of the pool")
     stop_at: float = why(0.999, "scaffolded runs (ABS, ABC retraining) stop at 99.9% validation")
-    stop_at_plain: float = why(0.995, "unscaffolded runs stop at interpolation, enough for ABC's 99%")
-    train_on: float = why(1.5, "ABS windows train on to 1.5x the step that reached stop_at: long carries need it")
-    abc_train_on: float = why(3.0, "ABC retraining trains on to 3x the step that reached stop_at: rarer long carry errors")
-    abc_pad_width: int = why(10, "ABC's source trains at pad 10, its retraining from there: 4 trailing zeros, as 60 digits at pad 64")
-    abc_frame_spread: int = why(10, "ABC retrains in frames of 10 to 20 digits: every test frame's margins were seen")
-    abc_valid_size: int = why(500, "…and validates on 500 numbers: one ABC training serves every recipe's protocol")
+    stop_at_plain: float = why(
+        0.995, "unscaffolded runs stop at interpolation, enough for ABC's 99%"
+    )
+    train_on: float = why(
+        1.5, "ABS windows train on to 1.5x the step that reached stop_at: long carries need it"
+    )
+    abc_train_on: float = why(
+        3.0, "ABC retraining trains on to 3x the step that reached stop_at: rarer long carry errors"
+    )
+    abc_pad_width: int = why(
+        10,
+        "ABC's source trains at pad 10, its retraining from there: 4 trailing zeros, as 60 digits at pad 64",
+    )
+    abc_frame_spread: int = why(
+        10, "ABC retrains in frames of 10 to 20 digits: every test frame's margins were seen"
+    )
+    abc_valid_size: int = why(
+        500, "…and validates on 500 numbers: one ABC training serves every recipe's protocol"
+    )
     steps: int = why(4000, "step cap of runs expected to interpolate")
-    steps_addition_plain: int = why(20000, "Vanilla and RoPE Addition sit on a loss plateau for thousands of steps")
+    steps_addition_plain: int = why(
+        20000, "Vanilla and RoPE Addition sit on a loss plateau for thousands of steps"
+    )
     steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
-    steps_parity_plain: int = why(4000, "Parity without a window: in a pad-12 frame Vanilla interpolates by step 750")
-    steps_nx1_window: int | None = why(None, "N×1 with an ABS window (and today's methods): its own step cap (none: steps)")
-    steps_nx1_abc: int = why(12000, "ABC on N×1 reaches 99.9% late in frames of 10–20; a 4,000 cap cut its 3x short")
-    scaffold_pe_scale: float = why(1 / 16, "+w=W: the uncycled sinusoidal encoding at 1/16 amplitude beside the window")
-    cpi_from: str = why("end", "CPI counted from the least significant digit keeps each digit's phase in any frame")
-    window_unit: str = why("pair", "on Addition and N×1 the ABS window and CPI count operand pairs (docs/paper-gaps.md)")
+    steps_parity_plain: int = why(
+        4000, "Parity without a window: in a pad-12 frame Vanilla interpolates by step 750"
+    )
+    steps_nx1_window: int | None = why(
+        None, "N×1 with an ABS window (and today's methods): its own step cap (none: steps)"
+    )
+    steps_nx1_abc: int = why(
+        12000, "ABC on N×1 reaches 99.9% late in frames of 10–20; a 4,000 cap cut its 3x short"
+    )
+    scaffold_pe_scale: float = why(
+        1 / 16, "+w=W: the uncycled sinusoidal encoding at 1/16 amplitude beside the window"
+    )
+    cpi_from: str = why(
+        "end", "CPI counted from the least significant digit keeps each digit's phase in any frame"
+    )
+    window_unit: str = why(
+        "pair",
+        "on Addition and N×1 the ABS window and CPI count operand pairs (docs/paper-gaps.md)",
+    )
     calibration: Calibration = why(Calibration(), "ABC's calibration settings")
-    changes: tuple = why((), "the reasons for the values that differ from the recipe this one is based on")
+    changes: tuple = why(
+        (), "the reasons for the values that differ from the recipe this one is based on"
+    )
 
     def __post_init__(self):
         check_test_frame(self.test_frame)
@@ -148,10 +233,17 @@ class Recipe:
         check_arch(self.arch)
         if self.preset not in PRESETS:
             raise ConfigError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
-        for f in fields(self):  # every integer against its bounds (names.BOUNDS), as the command line checks it
+        for f in fields(
+            self
+        ):  # every integer against its bounds (names.BOUNDS), as the command line checks it
             check_int(getattr(self, f.name), f.name, f.name)
-        at_least = {"train_on": 1, "abc_train_on": 1, "scaffold_pe_scale": 0,
-                    "pad_width": POOL_DIGITS, "abc_pad_width": POOL_DIGITS}  # the training numbers have up to 7 digits
+        at_least = {
+            "train_on": 1,
+            "abc_train_on": 1,
+            "scaffold_pe_scale": 0,
+            "pad_width": POOL_DIGITS,
+            "abc_pad_width": POOL_DIGITS,
+        }  # the training numbers have up to 7 digits
         for name, low in at_least.items():
             value = getattr(self, name)
             if value is not None and not value >= low:
@@ -175,16 +267,27 @@ class Recipe:
             else:
                 values[name] = value
                 reasons[name] = reason
-        return replace(self, **values, calibration=replace(self.calibration, **calibration), changes=tuple(reasons.items()))
+        return replace(
+            self,
+            **values,
+            calibration=replace(self.calibration, **calibration),
+            changes=tuple(reasons.items()),
+        )
 
     def reasons(self) -> list[tuple[str, object, str]]:
         """``(field, value, reason)`` for every value, calibration's as ``calibration.FIELD``."""
         rows = []
         for f in fields(self):
             if f.name == "calibration":
-                rows += [(f"calibration.{c.name}", getattr(self.calibration, c.name), c.metadata["why"]) for c in fields(Calibration)]
+                rows += [
+                    (f"calibration.{c.name}", getattr(self.calibration, c.name), c.metadata["why"])
+                    for c in fields(Calibration)
+                ]
                 on = self.calibration.rule_names()
-                rows += [(f"calibration rule {name}", "on" if name in on else "off", reason) for name, reason in RULES.items()]
+                rows += [
+                    (f"calibration rule {name}", "on" if name in on else "off", reason)
+                    for name, reason in RULES.items()
+                ]
             elif f.name != "changes":
                 rows.append((f.name, getattr(self, f.name), f.metadata["why"]))
         changed = dict(self.changes)
@@ -207,43 +310,81 @@ class RunConfig:
     recipe's."""
 
     task: str = setting("successor", "cell", " | ".join(TASKS))
-    arch: str = setting(_PAPER.arch, "shared", "encoder-decoder (the paper's) | decoder (GPT-style: prompt and answer in one causal sequence).")
+    arch: str = setting(
+        _PAPER.arch,
+        "shared",
+        "encoder-decoder (the paper's) | decoder (GPT-style: prompt and answer in one causal sequence).",
+    )
     scheme: str = setting("vanilla", "cell")  # the positional scheme: --method names it
     period: int = setting(0, "cell", "CPI period T: positions i mod T (0: off).")
-    cpi_from: str = setting("start", "run", 'CPI: count input positions from the first token (start) or the last digit (end).')
+    cpi_from: str = setting(
+        "start",
+        "run",
+        "CPI: count input positions from the first token (start) or the last digit (end).",
+    )
     window: int | None = setting(None, "cell", "ABS window w (with a scheme as --method).")
-    window_unit: str = setting("column", "run", "ABS on Addition and N×1: the window's w counts input columns (column) or operand pairs (pair).")
-    bias_file: str | None = setting(None, "run", 'Train with a bias file from abcmini calibrate.')
-    preset: str = setting(_PAPER.preset, "shared", 'Model size: paper | cpu | tiny.')
-    layers: int | None = setting(None, "shared", "Decoder layers (a decoder-only model's causal layers) [default: the preset's].")
+    window_unit: str = setting(
+        "column",
+        "run",
+        "ABS on Addition and N×1: the window's w counts input columns (column) or operand pairs (pair).",
+    )
+    bias_file: str | None = setting(None, "run", "Train with a bias file from abcmini calibrate.")
+    preset: str = setting(_PAPER.preset, "shared", "Model size: paper | cpu | tiny.")
+    layers: int | None = setting(
+        None,
+        "shared",
+        "Decoder layers (a decoder-only model's causal layers) [default: the preset's].",
+    )
     heads: int | None = setting(None, "shared", "Attention heads [default: the preset's].")
-    d_model: int | None = setting(None, "shared", "Model width; the feed-forward width is 4x [default: the preset's].")
-    max_position: int | None = setting(None, "shared", "random, abacus, coupling: positions in their range or table "
-                                       "[default: 2048, 512, 512].")
+    d_model: int | None = setting(
+        None, "shared", "Model width; the feed-forward width is 4x [default: the preset's]."
+    )
+    max_position: int | None = setting(
+        None,
+        "shared",
+        "random, abacus, coupling: positions in their range or table [default: 2048, 512, 512].",
+    )
     coupling_levels: int = setting(1, "run", "Coupling's levels: 2 on multiadd, 3 on multiply.")
-    enc_layers: int | None = setting(None, "run", 'Encoder depth (0: no encoder).')
-    pe_scale: float = setting(1.0, "run", 'Amplitude of the sinusoidal encoding.')
-    pad_width: int | None = setting(_PAPER.pad_width, "shared", 'The fixed frame: operands padded to this many digits.')
-    frame_spread: int = setting(0, "run", 'Train each batch in a frame of --pad-width plus 0 … this many digits.')
-    operand_lengths: str = setting("equal", "run", "+varied: operands all of the batch's length (equal), or one so and "
-                                   "the others shorter, zero-padded (unequal: Coupling's and Abacus's data).")
-    varied: bool = setting(False, "cell")  # each batch one length of 1…train_digits in a frame of that length; tests in a frame of theirs
+    enc_layers: int | None = setting(None, "run", "Encoder depth (0: no encoder).")
+    pe_scale: float = setting(1.0, "run", "Amplitude of the sinusoidal encoding.")
+    pad_width: int | None = setting(
+        _PAPER.pad_width, "shared", "The fixed frame: operands padded to this many digits."
+    )
+    frame_spread: int = setting(
+        0, "run", "Train each batch in a frame of --pad-width plus 0 … this many digits."
+    )
+    operand_lengths: str = setting(
+        "equal",
+        "run",
+        "+varied: operands all of the batch's length (equal), or one so and "
+        "the others shorter, zero-padded (unequal: Coupling's and Abacus's data).",
+    )
+    varied: bool = setting(
+        False, "cell"
+    )  # each batch one length of 1…train_digits in a frame of that length; tests in a frame of theirs
     seed: int = setting(0, "cell", "Seed of the initialisation and batch order.")
-    data_seed: int = setting(0, "shared", 'Seed of the number pool and its train/validation split.')
+    data_seed: int = setting(0, "shared", "Seed of the number pool and its train/validation split.")
     # 7: the paper's pool of [0, 2^20] (train_numbers pool); past it numbers of uniformly random length, digit by digit
-    train_digits: int = setting(POOL_DIGITS, "shared", "Longest training number (7: see --train-numbers).")
+    train_digits: int = setting(
+        POOL_DIGITS, "shared", "Longest training number (7: see --train-numbers)."
+    )
     # the pool's 7-digit numbers are 1,000,000-1,048,576: their top two digits never vary
-    train_numbers: str = setting("pool", "shared", "pool: at 7 digits the paper's [0, 2^20]; uniform: every "
-                                 "digit drawn (as past 7).")
-    steps: int = setting(_PAPER.steps, "run", 'Step cap.')
-    batch_size: int = setting(_PAPER.batch_size, "shared", 'Examples per optimizer step.')
-    lr: float = setting(_PAPER.lr, "shared", 'Peak learning rate (warmup, cosine decay).')
-    warmup: int = setting(_PAPER.warmup, "shared", 'Warmup steps.')
-    stop_at: float | None = setting(None, "run", 'Stop once validation exact match reaches this.')
-    train_on: float = setting(1.0, "run", '…then train on to this multiple of that step.')
-    min_steps: int = setting(0, "run", '…and to at least this step (a floor).')
-    eval_every: int = setting(_PAPER.eval_every, "shared", 'Validate and checkpoint every this many steps.')
-    valid_size: int = setting(_PAPER.valid_size, "shared", 'Validation examples.')
+    train_numbers: str = setting(
+        "pool",
+        "shared",
+        "pool: at 7 digits the paper's [0, 2^20]; uniform: every digit drawn (as past 7).",
+    )
+    steps: int = setting(_PAPER.steps, "run", "Step cap.")
+    batch_size: int = setting(_PAPER.batch_size, "shared", "Examples per optimizer step.")
+    lr: float = setting(_PAPER.lr, "shared", "Peak learning rate (warmup, cosine decay).")
+    warmup: int = setting(_PAPER.warmup, "shared", "Warmup steps.")
+    stop_at: float | None = setting(None, "run", "Stop once validation exact match reaches this.")
+    train_on: float = setting(1.0, "run", "…then train on to this multiple of that step.")
+    min_steps: int = setting(0, "run", "…and to at least this step (a floor).")
+    eval_every: int = setting(
+        _PAPER.eval_every, "shared", "Validate and checkpoint every this many steps."
+    )
+    valid_size: int = setting(_PAPER.valid_size, "shared", "Validation examples.")
 
     def __post_init__(self):
         check_task(self.task)
@@ -251,57 +392,106 @@ class RunConfig:
             raise ConfigError(f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         if self.window is not None and self.bias_file is not None:
             raise ConfigError("--bias (ABC) and --window (ABS) are alternatives; pass one")
-        for f in fields(self):  # every integer against its bounds (names.BOUNDS), as the command line checks it
+        for f in fields(
+            self
+        ):  # every integer against its bounds (names.BOUNDS), as the command line checks it
             check_int(getattr(self, f.name), f.name)
-        checks = [("lr", math.isfinite(self.lr) and self.lr > 0, "a positive number"),
-                  ("pe-scale", math.isfinite(self.pe_scale) and self.pe_scale >= 0, "a number ≥ 0"),
-                  ("stop-at", self.stop_at is None or 0 <= self.stop_at <= 1, "in [0, 1]"),
-                  ("train-on", math.isfinite(self.train_on) and self.train_on >= 1, "at least 1 (a multiple of the step that reached --stop-at)")]
+        checks = [
+            ("lr", math.isfinite(self.lr) and self.lr > 0, "a positive number"),
+            ("pe-scale", math.isfinite(self.pe_scale) and self.pe_scale >= 0, "a number ≥ 0"),
+            ("stop-at", self.stop_at is None or 0 <= self.stop_at <= 1, "in [0, 1]"),
+            (
+                "train-on",
+                math.isfinite(self.train_on) and self.train_on >= 1,
+                "at least 1 (a multiple of the step that reached --stop-at)",
+            ),
+        ]
         for option, ok, rule in checks:
             if not ok:
-                raise ConfigError(f"--{option} must be {rule}, got {getattr(self, option.replace('-', '_'))}")
+                raise ConfigError(
+                    f"--{option} must be {rule}, got {getattr(self, option.replace('-', '_'))}"
+                )
         check_window_unit(self.window_unit)
         if self.window_unit == "pair" and not self.aligned:
-            raise ConfigError("--window-unit pair counts the window in operand pairs; it needs a window on Addition or N×1")
-        if self.window_unit == "pair" and self.period and (self.cpi_from != "end" or self.arch != "encoder-decoder"):
-            raise ConfigError("CPI in operand pairs (--window-unit pair with +T) counts from the input's end (--cpi-from end) in the encoder-decoder")
+            raise ConfigError(
+                "--window-unit pair counts the window in operand pairs; it needs a window on Addition or N×1"
+            )
+        if (
+            self.window_unit == "pair"
+            and self.period
+            and (self.cpi_from != "end" or self.arch != "encoder-decoder")
+        ):
+            raise ConfigError(
+                "CPI in operand pairs (--window-unit pair with +T) counts from the input's end (--cpi-from end) in the encoder-decoder"
+            )
         if self.cpi_from not in ("start", "end"):
             raise ConfigError(f"--cpi-from is start or end, not {self.cpi_from!r}")
         check_arch(self.arch)
         if self.arch == "decoder" and self.enc_layers:
-            raise ConfigError("a decoder-only model (--arch decoder) has no encoder; drop --enc-layers")
+            raise ConfigError(
+                "a decoder-only model (--arch decoder) has no encoder; drop --enc-layers"
+            )
         if self.varied and (self.frame_spread or self.bias_file is not None):
-            raise ConfigError("+varied trains every batch in a frame of its numbers' length; it takes no --frame-spread and no ABC bias")
+            raise ConfigError(
+                "+varied trains every batch in a frame of its numbers' length; it takes no --frame-spread and no ABC bias"
+            )
         if self.operand_lengths not in ("equal", "unequal"):
-            raise ConfigError(f"--operand-lengths is equal or unequal, not {self.operand_lengths!r}")
+            raise ConfigError(
+                f"--operand-lengths is equal or unequal, not {self.operand_lengths!r}"
+            )
         if self.train_numbers not in ("pool", "uniform"):
             raise ConfigError(f"--train-numbers is pool or uniform, not {self.train_numbers!r}")
-        if self.operand_lengths == "unequal" and not (self.varied and self.task in UNEQUAL_TASKS and not self.from_pool):
-            raise ConfigError("--operand-lengths unequal draws +varied numbers of every length up to --train-digits for "
-                              f"{', '.join(UNEQUAL_TASKS)} "
-                              f"(not from the pool: --train-numbers uniform or --train-digits other than {POOL_DIGITS}); it needs all three")
+        if self.operand_lengths == "unequal" and not (
+            self.varied and self.task in UNEQUAL_TASKS and not self.from_pool
+        ):
+            raise ConfigError(
+                "--operand-lengths unequal draws +varied numbers of every length up to --train-digits for "
+                f"{', '.join(UNEQUAL_TASKS)} "
+                f"(not from the pool: --train-numbers uniform or --train-digits other than {POOL_DIGITS}); it needs all three"
+            )
         if self.frame_spread and self.pad_width is None:
             raise ConfigError("--frame-spread widens a fixed frame; the growing geometry has none")
         if self.max_position is not None and self.scheme not in ("random", "abacus", "coupling"):
-            raise ConfigError(f"--max-position sizes the positions of random, abacus and coupling; {self.scheme} has none")
-        if self.coupling_levels != 1 and (self.scheme != "coupling" or
-                                          (self.coupling_levels, self.task) not in ((2, "multiadd"), (3, "multiply"))):
-            raise ConfigError("--coupling-levels is 1, or with coupling 2 on multiadd and 3 on multiply; "
-                              f"not {self.coupling_levels} with {self.scheme} on {self.task}")
+            raise ConfigError(
+                f"--max-position sizes the positions of random, abacus and coupling; {self.scheme} has none"
+            )
+        if self.coupling_levels != 1 and (
+            self.scheme != "coupling"
+            or (self.coupling_levels, self.task) not in ((2, "multiadd"), (3, "multiply"))
+        ):
+            raise ConfigError(
+                "--coupling-levels is 1, or with coupling 2 on multiadd and 3 on multiply; "
+                f"not {self.coupling_levels} with {self.scheme} on {self.task}"
+            )
         if self.pad_width is not None and self.pad_width < self.train_digits:
-            raise ConfigError(f"pad width must be at least {self.train_digits} (the training numbers have up to {self.train_digits} digits)")
+            raise ConfigError(
+                f"pad width must be at least {self.train_digits} (the training numbers have up to {self.train_digits} digits)"
+            )
         if self.min_steps > self.steps:
-            raise ConfigError(f"--min-steps ({self.min_steps}) is a floor under the step cap; it cannot exceed --steps ({self.steps})")
+            raise ConfigError(
+                f"--min-steps ({self.min_steps}) is a floor under the step cap; it cannot exceed --steps ({self.steps})"
+            )
         model = self.model_config()  # validates the positional scheme
         if model.d_model % model.heads:
-            raise ConfigError(f"the model's width ({model.d_model}) must be a multiple of its heads ({model.heads}); set --d-model or --heads")
+            raise ConfigError(
+                f"the model's width ({model.d_model}) must be a multiple of its heads ({model.heads}); set --d-model or --heads"
+            )
 
     @property
     def shape(self) -> str | None:
         """The model's size where options changed the preset's (``1 layer, 4 heads, d 128``); None otherwise."""
-        parts = [(self.layers, "layer"), (self.heads, "head"), (self.d_model, "d"), (self.max_position, "position"),
-                 (self.coupling_levels if self.coupling_levels > 1 else None, "coupling level")]
-        words = [f"d {n}" if unit == "d" else f"{n} {unit}{'s' * (n != 1)}" for n, unit in parts if n is not None]
+        parts = [
+            (self.layers, "layer"),
+            (self.heads, "head"),
+            (self.d_model, "d"),
+            (self.max_position, "position"),
+            (self.coupling_levels if self.coupling_levels > 1 else None, "coupling level"),
+        ]
+        words = [
+            f"d {n}" if unit == "d" else f"{n} {unit}{'s' * (n != 1)}"
+            for n, unit in parts
+            if n is not None
+        ]
         return ", ".join(words) or None
 
     @property
@@ -320,18 +510,45 @@ class RunConfig:
 
     @property
     def label(self) -> str:
-        return method_label(self.scheme, self.window, self.period, self.varied, biased=self.bias_file is not None)
+        return method_label(
+            self.scheme, self.window, self.period, self.varied, biased=self.bias_file is not None
+        )
 
     def model_config(self) -> ModelConfig:
         """The preset's model; a decoder-only one has two causal layers per decoder layer, as many
         attention sublayers as the encoder-decoder's decoder (docs/decoder-only.md)."""
-        decoder_only = {"enc_layers": 0, "dec_layers": self.layers or 2 * PRESETS[self.preset]["dec_layers"]}
-        depth = decoder_only if self.arch == "decoder" else {} if self.enc_layers is None else {"enc_layers": self.enc_layers}
-        shape = {"heads": self.heads, "d_model": self.d_model, "d_ff": self.d_model and 4 * self.d_model, "max_position": self.max_position,
-                 "coupling_levels": self.coupling_levels, "dec_layers": self.layers if self.arch != "decoder" else None}
-        return ModelConfig(**{**PRESETS[self.preset], **{k: v for k, v in shape.items() if v is not None}, **depth,
-                              "arch": self.arch, "scheme": self.scheme, "period": self.period, "pe_scale": self.pe_scale,
-                              "cpi_from": self.cpi_from, "cpi_unit": "pair" if self.window_unit == "pair" and self.period else "token"})
+        decoder_only = {
+            "enc_layers": 0,
+            "dec_layers": self.layers or 2 * PRESETS[self.preset]["dec_layers"],
+        }
+        depth = (
+            decoder_only
+            if self.arch == "decoder"
+            else {}
+            if self.enc_layers is None
+            else {"enc_layers": self.enc_layers}
+        )
+        shape = {
+            "heads": self.heads,
+            "d_model": self.d_model,
+            "d_ff": self.d_model and 4 * self.d_model,
+            "max_position": self.max_position,
+            "coupling_levels": self.coupling_levels,
+            "dec_layers": self.layers if self.arch != "decoder" else None,
+        }
+        return ModelConfig(
+            **{
+                **PRESETS[self.preset],
+                **{k: v for k, v in shape.items() if v is not None},
+                **depth,
+                "arch": self.arch,
+                "scheme": self.scheme,
+                "period": self.period,
+                "pe_scale": self.pe_scale,
+                "cpi_from": self.cpi_from,
+                "cpi_unit": "pair" if self.window_unit == "pair" and self.period else "token",
+            }
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -341,28 +558,50 @@ def from_fields(cls, data: dict, what: str):
     """``cls(**data)``, or one line saying ``data`` is not a ``what`` of this version."""
     unknown = sorted(str(k) for k in set(data) - {f.name for f in fields(cls)})
     if unknown:
-        raise ConfigError(f"{what} has unknown field {unknown[0]!r}; it comes from another version or program")
+        raise ConfigError(
+            f"{what} has unknown field {unknown[0]!r}; it comes from another version or program"
+        )
     try:
         return cls(**data)
-    except (TypeError, ValueError, KeyError) as error:  # a missing field, or a value of the wrong kind
-        raise ConfigError(f"{what} does not hold this version's fields ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})") from None
+    except (
+        TypeError,
+        ValueError,
+        KeyError,
+    ) as error:  # a missing field, or a value of the wrong kind
+        raise ConfigError(
+            f"{what} does not hold this version's fields ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
+        ) from None
 
 
-RUN_FIELDS = tuple(f.name for f in fields(RunConfig) if f.metadata["role"] != "cell")  # a recipe's, overridable
-SHARED_FIELDS = tuple(f.name for f in fields(RunConfig) if f.metadata["role"] == "shared")  # ABC's source and retraining
+RUN_FIELDS = tuple(
+    f.name for f in fields(RunConfig) if f.metadata["role"] != "cell"
+)  # a recipe's, overridable
+SHARED_FIELDS = tuple(
+    f.name for f in fields(RunConfig) if f.metadata["role"] == "shared"
+)  # ABC's source and retraining
 CALIBRATION_FIELDS = tuple(f.name for f in fields(Calibration))
 EXPERIMENT_FIELDS = {  # a cell's fields beyond its run and calibration: (type, help)
-    "abc_pad_width": (int, "ABC: the frame its source trains in, and its retraining from there (tested in --pad-width's)."),
+    "abc_pad_width": (
+        int,
+        "ABC: the frame its source trains in, and its retraining from there (tested in --pad-width's).",
+    ),
     "lengths": (tuple, "Test lengths in digits, comma-separated [default: the recipe's]."),
-    "test_frame": (str, "fixed: test in the training frame; follows: a frame grown with each length [default: the recipe's]."),
+    "test_frame": (
+        str,
+        "fixed: test in the training frame; follows: a frame grown with each length [default: the recipe's].",
+    ),
     "test_seed": (int, "Seed of the test numbers [default: the recipe's]."),
 }
-OVERRIDABLE = RUN_FIELDS + CALIBRATION_FIELDS + tuple(EXPERIMENT_FIELDS)  # each one an option of ``abcmini train``
+OVERRIDABLE = (
+    RUN_FIELDS + CALIBRATION_FIELDS + tuple(EXPERIMENT_FIELDS)
+)  # each one an option of ``abcmini train``
 
 
 def option_name(field: str) -> str:
     """The ``abcmini train`` parameter that overrides ``field`` (``--bias FILE``, ``--calibration-seed``)."""
-    return {"bias_file": "bias", "seed": "calibration_seed", "algorithm": "calibration"}.get(field, field)
+    return {"bias_file": "bias", "seed": "calibration_seed", "algorithm": "calibration"}.get(
+        field, field
+    )
 
 
 def _help(name: str) -> str:
@@ -371,22 +610,37 @@ def _help(name: str) -> str:
 
 def _kind(annotation) -> type:
     """A field's type as one command-line value: ``int | None`` is ``int``, a list is a comma-separated ``str``."""
-    kind = {"int | None": int, "float | None": float, "str | None": str}.get(str(annotation), annotation)
+    kind = {"int | None": int, "float | None": float, "str | None": str}.get(
+        str(annotation), annotation
+    )
     return str if kind is tuple else kind
 
 
-METHOD_HELP = (" | ".join((*SCHEMES, "abc")) + ", or ABS: +w=1 | +T=3 | NoPE+w=1 | vanilla+w=2+T=4 …; a final +varied "
-               "(abacus+varied) trains on every length of 1–7 digits, no leading zeros.")
+METHOD_HELP = (
+    " | ".join((*SCHEMES, "abc"))
+    + ", or ABS: +w=1 | +T=3 | NoPE+w=1 | vanilla+w=2+T=4 …; a final +varied "
+    "(abacus+varied) trains on every length of 1–7 digits, no leading zeros."
+)
 CELL_OPTIONS = {  # a cell's identity: ``abcmini train``'s options beside OPTIONS, option → (default, help)
     "task": (RunConfig.task, _help("task")),
-    "method": ("vanilla", METHOD_HELP),  # scheme, window, period and varied in one name (names.parse_method)
+    "method": (
+        "vanilla",
+        METHOD_HELP,
+    ),  # scheme, window, period and varied in one name (names.parse_method)
     "seed": (RunConfig.seed, _help("seed")),
     "window": (None, _help("window")),  # None: as the method says
     "period": (None, _help("period")),
 }
 
 OPTIONS = {  # field → (command-line option name, type, help): ``abcmini train`` has one option per entry
-    **{f.name: (option_name(f.name), _kind(f.type), f.metadata["help"]) for f in fields(RunConfig) if f.metadata["role"] != "cell"},
-    **{f.name: (option_name(f.name), _kind(f.type), f.metadata["help"]) for f in fields(Calibration)},
+    **{
+        f.name: (option_name(f.name), _kind(f.type), f.metadata["help"])
+        for f in fields(RunConfig)
+        if f.metadata["role"] != "cell"
+    },
+    **{
+        f.name: (option_name(f.name), _kind(f.type), f.metadata["help"])
+        for f in fields(Calibration)
+    },
     **{name: (name, _kind(kind), help) for name, (kind, help) in EXPERIMENT_FIELDS.items()},
 }

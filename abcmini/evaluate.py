@@ -11,7 +11,13 @@ class GeometryError(UserError):
     pass
 
 
-def pad_width_for(length: int, fixed_pad_width: int | None, follows: bool = False, period: int = 0, train_digits: int = POOL_DIGITS) -> int:
+def pad_width_for(
+    length: int,
+    fixed_pad_width: int | None,
+    follows: bool = False,
+    period: int = 0,
+    train_digits: int = POOL_DIGITS,
+) -> int:
     """The pad width a test at ``length`` digits uses: the run's fixed width; the length itself
     (never below the training width) in the growing geometry; when the frame ``follows`` the
     test, the length plus the leading zeros every training number had (``pad width − train_digits``): a model
@@ -26,12 +32,20 @@ def pad_width_for(length: int, fixed_pad_width: int | None, follows: bool = Fals
         width = max(length + fixed_pad_width - train_digits, fixed_pad_width)
         return width + (fixed_pad_width - width) % period if period else width
     if length > fixed_pad_width:
-        raise GeometryError(f"length {length} does not fit the run's fixed pad width {fixed_pad_width}; pass --test-frame follows to test it in a frame as wide as the length, or train with a wider --pad-width")
+        raise GeometryError(
+            f"length {length} does not fit the run's fixed pad width {fixed_pad_width}; pass --test-frame follows to test it in a frame as wide as the length, or train with a wider --pad-width"
+        )
     return fixed_pad_width
 
 
 @torch.no_grad()
-def exact_match(model: Transformer, example: Example, batch_size: int = 1000, on_batch=None, screen_rows: int = 16) -> torch.Tensor:
+def exact_match(
+    model: Transformer,
+    example: Example,
+    batch_size: int = 1000,
+    on_batch=None,
+    screen_rows: int = 16,
+) -> torch.Tensor:
     """``[n]`` booleans: whether greedy decoding reproduces each whole target (EOS included).
 
     One teacher-forced pass per batch, no sequential decoding: by induction on the steps, greedy
@@ -44,10 +58,15 @@ def exact_match(model: Transformer, example: Example, batch_size: int = 1000, on
     """
     model.eval()
     device = next(model.parameters()).device
-    screen = screen_rows if model.batch_invariant and example.tgt_in.shape[1] > 4 * screen_rows else 0
+    screen = (
+        screen_rows if model.batch_invariant and example.tgt_in.shape[1] > 4 * screen_rows else 0
+    )
     hits = []
     for start in range(0, len(example.src), batch_size):
-        src, tgt_in, tgt_out = (t[start : start + batch_size].to(device) for t in (example.src, example.tgt_in, example.tgt_out))
+        src, tgt_in, tgt_out = (
+            t[start : start + batch_size].to(device)
+            for t in (example.src, example.tgt_in, example.tgt_out)
+        )
         right = torch.ones(len(src), dtype=torch.bool, device=device)
         if screen:
             logits, _ = model(src, tgt_in, answer_rows=screen)
@@ -62,8 +81,16 @@ def exact_match(model: Transformer, example: Example, batch_size: int = 1000, on
     return torch.cat(hits)
 
 
-def extrapolation_hits(model, task: str, length: int, pad_width: int, seed: int, aligned: bool = False,
-                       batch_size: int = 1000, on_batch=None) -> tuple[Example, torch.Tensor]:
+def extrapolation_hits(
+    model,
+    task: str,
+    length: int,
+    pad_width: int,
+    seed: int,
+    aligned: bool = False,
+    batch_size: int = 1000,
+    on_batch=None,
+) -> tuple[Example, torch.Tensor]:
     """The seeded test set of numbers with exactly ``length`` digits, in a frame of ``pad_width``
     (``pad_width_for``), and which of its examples the model gets exactly right."""
     a, b = extrapolation_operands(task, length, seed)
@@ -71,10 +98,23 @@ def extrapolation_hits(model, task: str, length: int, pad_width: int, seed: int,
     return example, exact_match(model, example, batch_size, on_batch)
 
 
-def extrapolation_accuracy(model, task: str, length: int, pad_width: int, seed: int,
-                           aligned: bool = False, batch_size: int = 1000, on_batch=None) -> float:
+def extrapolation_accuracy(
+    model,
+    task: str,
+    length: int,
+    pad_width: int,
+    seed: int,
+    aligned: bool = False,
+    batch_size: int = 1000,
+    on_batch=None,
+) -> float:
     """Exact match on the seeded test set at ``length`` (``extrapolation_hits``)."""
-    return extrapolation_hits(model, task, length, pad_width, seed, aligned, batch_size, on_batch)[1].float().mean().item()
+    return (
+        extrapolation_hits(model, task, length, pad_width, seed, aligned, batch_size, on_batch)[1]
+        .float()
+        .mean()
+        .item()
+    )
 
 
 @torch.no_grad()

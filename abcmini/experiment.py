@@ -9,8 +9,18 @@ import os
 import re
 from dataclasses import asdict, dataclass, replace
 
-from abcmini.config import (CALIBRATION_FIELDS, OVERRIDABLE, RUN_FIELDS, SHARED_FIELDS, Calibration, Recipe, RunConfig,
-                            check_test_frame, from_fields, option_name)
+from abcmini.config import (
+    CALIBRATION_FIELDS,
+    OVERRIDABLE,
+    RUN_FIELDS,
+    SHARED_FIELDS,
+    Calibration,
+    Recipe,
+    RunConfig,
+    check_test_frame,
+    from_fields,
+    option_name,
+)
 from abcmini.names import ConfigError, canonical_method, check_task, is_binary, parse_method
 from abcmini.nn.schemes import IN_ATTENTION, TODAYS_SCHEMES
 
@@ -35,7 +45,9 @@ def learning_rate(cfg: RunConfig, step: int, reached: int | None = None) -> floa
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
     if reached is None or step < reached:
-        return cfg.lr * (0.1 + 0.9 * half_cosine((step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)))
+        return cfg.lr * (
+            0.1 + 0.9 * half_cosine((step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
+        )
     span = max((cfg.train_on - 1) * reached, cfg.min_steps - reached)
     return learning_rate(cfg, reached - 1) * half_cosine((step - reached + 1) / max(1, span))
 
@@ -54,6 +66,8 @@ def half_cosine(progress: float) -> float:
 # ---------------------------------------------------------------- cells and their resolution
 
 ABC_BIAS = "abc_bias.pt"  # an ABC run's bias file, inside its run directory
+
+
 @dataclass(frozen=True)
 class Cell:
     """One cell of a table: a task, a method (``canonical_method``) and a seed."""
@@ -65,10 +79,14 @@ class Cell:
     def __post_init__(self):
         check_task(self.task)
         if self.method != canonical_method(self.method):
-            raise ConfigError(f"method {self.method!r} is spelled {canonical_method(self.method)!r} in a cell")
+            raise ConfigError(
+                f"method {self.method!r} is spelled {canonical_method(self.method)!r} in a cell"
+            )
 
     @classmethod
-    def of(cls, task: str, method: str, seed: int, window: int | None = None, period: int | None = None) -> "Cell":
+    def of(
+        cls, task: str, method: str, seed: int, window: int | None = None, period: int | None = None
+    ) -> "Cell":
         return cls(task, canonical_method(method, window, period), seed)
 
 
@@ -85,7 +103,9 @@ class Experiment:
     test_seed: int
     overrides: tuple = ()  # ((field, value), …) given on top of the recipe, sorted
     test_frame: str = "fixed"  # fixed: every length in the protocol's frame; follows: in a frame that grows with the length
-    test_pad_width: int | None = 64  # the protocol's frame (None: growing geometry); ABC may train in another one
+    test_pad_width: int | None = (
+        64  # the protocol's frame (None: growing geometry); ABC may train in another one
+    )
 
     @property
     def name(self) -> str:
@@ -103,19 +123,49 @@ class Experiment:
     @property
     def command(self) -> str:
         """The ``abcmini train`` command that runs this cell (a recipe file by its name)."""
-        options = ["--growing" if key == "pad_width" and value is None else f"--{option_name(key).replace('_', '-')}={_slug(value)}"
-                   for key, value in self.overrides]
-        return " ".join(["abcmini train --recipe", self.recipe, "--task", self.cell.task, "--method", self.cell.method,
-                         "--seed", str(self.cell.seed), *options])
+        options = [
+            "--growing"
+            if key == "pad_width" and value is None
+            else f"--{option_name(key).replace('_', '-')}={_slug(value)}"
+            for key, value in self.overrides
+        ]
+        return " ".join(
+            [
+                "abcmini train --recipe",
+                self.recipe,
+                "--task",
+                self.cell.task,
+                "--method",
+                self.cell.method,
+                "--seed",
+                str(self.cell.seed),
+                *options,
+            ]
+        )
 
     def source_experiment(self) -> "Experiment":
         """ABC's source as a cell of its own (Vanilla, the same seed and shared overrides)."""
-        shared = {key: value for key, value in self.overrides if key in SHARED_FIELDS and key != "pad_width"}
-        if self.source.pad_width != self.test_pad_width:  # trained in ABC's frame, not the protocol's: another cell
+        shared = {
+            key: value
+            for key, value in self.overrides
+            if key in SHARED_FIELDS and key != "pad_width"
+        }
+        if (
+            self.source.pad_width != self.test_pad_width
+        ):  # trained in ABC's frame, not the protocol's: another cell
             shared["pad_width"] = self.source.pad_width
-        return Experiment(self.recipe, Cell(self.cell.task, "vanilla", self.cell.seed), run=self.source, source=None,
-                          calibration=None, lengths=self.lengths, test_seed=self.test_seed, overrides=tuple(sorted(shared.items())),
-                          test_frame=self.test_frame, test_pad_width=self.source.pad_width)
+        return Experiment(
+            self.recipe,
+            Cell(self.cell.task, "vanilla", self.cell.seed),
+            run=self.source,
+            source=None,
+            calibration=None,
+            lengths=self.lengths,
+            test_seed=self.test_seed,
+            overrides=tuple(sorted(shared.items())),
+            test_frame=self.test_frame,
+            test_pad_width=self.source.pad_width,
+        )
 
     def to_dict(self) -> dict:
         """As JSON holds it (tuples as lists): what ``experiment.json`` and ``--dry-run`` show."""
@@ -127,20 +177,44 @@ class Experiment:
         what = "experiment record"
         try:
             run = from_fields(RunConfig, data["run"], f"{what}'s run")
-            return cls(data["recipe"], from_fields(Cell, data["cell"], f"{what}'s cell"), run,
-                       data["source"] and from_fields(RunConfig, data["source"], f"{what}'s source"),
-                       data["calibration"] and from_fields(Calibration, data["calibration"], f"{what}'s calibration"),
-                       tuple(data["lengths"]), data["test_seed"], tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in data["overrides"].items())),
-                       data.get("test_frame", "fixed"), data.get("test_pad_width", run.pad_width))
+            return cls(
+                data["recipe"],
+                from_fields(Cell, data["cell"], f"{what}'s cell"),
+                run,
+                data["source"] and from_fields(RunConfig, data["source"], f"{what}'s source"),
+                data["calibration"]
+                and from_fields(Calibration, data["calibration"], f"{what}'s calibration"),
+                tuple(data["lengths"]),
+                data["test_seed"],
+                tuple(
+                    sorted(
+                        (k, tuple(v) if isinstance(v, list) else v)
+                        for k, v in data["overrides"].items()
+                    )
+                ),
+                data.get("test_frame", "fixed"),
+                data.get("test_pad_width", run.pad_width),
+            )
         except (KeyError, TypeError, AttributeError) as error:
-            raise ConfigError(f"{what} does not hold this version's fields ({type(error).__name__}: {error})") from None
+            raise ConfigError(
+                f"{what} does not hold this version's fields ({type(error).__name__}: {error})"
+            ) from None
 
     def _fields(self) -> dict:
-        return {"recipe": self.recipe, "identity": self.identity, "cell": asdict(self.cell), "run": self.run.to_dict(),
-                "source": self.source.to_dict() if self.source else None,
-                "calibration": asdict(self.calibration) if self.calibration else None,
-                "lengths": list(self.lengths), "test_seed": self.test_seed, "test_frame": self.test_frame,
-                "test_pad_width": self.test_pad_width, "overrides": dict(self.overrides), "command": self.command}
+        return {
+            "recipe": self.recipe,
+            "identity": self.identity,
+            "cell": asdict(self.cell),
+            "run": self.run.to_dict(),
+            "source": self.source.to_dict() if self.source else None,
+            "calibration": asdict(self.calibration) if self.calibration else None,
+            "lengths": list(self.lengths),
+            "test_seed": self.test_seed,
+            "test_frame": self.test_frame,
+            "test_pad_width": self.test_pad_width,
+            "overrides": dict(self.overrides),
+            "command": self.command,
+        }
 
 
 def _slug(value) -> str:
@@ -152,25 +226,55 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = F
     frame and validation set, the same in every recipe, so one training serves every protocol."""
     scheme, window, period, varied = parse_method(method)
     scaffolded = method == "abc" or window is not None
-    generalizing = window is not None or scheme in TODAYS_SCHEMES  # ABS and today's methods: one budget rule
+    generalizing = (
+        window is not None or scheme in TODAYS_SCHEMES
+    )  # ABS and today's methods: one budget rule
     steps = recipe.steps_alibi if scheme == "alibi" else recipe.steps
     if task == "addition" and method in ("vanilla", "rope"):
         steps = recipe.steps_addition_plain
     if task in ("parity", "parity_class") and not scaffolded:
         steps = recipe.steps_parity_plain
-    if task == "nx1" and generalizing and recipe.steps_nx1_window is not None:  # N×1 under the ABS rule: ABS's cap
+    if (
+        task == "nx1" and generalizing and recipe.steps_nx1_window is not None
+    ):  # N×1 under the ABS rule: ABS's cap
         steps = recipe.steps_nx1_window
     if task == "nx1" and method == "abc":
         steps = recipe.steps_nx1_abc
     return RunConfig(
-        task=task, arch=recipe.arch, scheme=scheme, period=period, varied=varied, cpi_from=recipe.cpi_from if period else "start", window=window,
-        window_unit=recipe.window_unit if window is not None and is_binary(task) else "column", bias_file=ABC_BIAS if method == "abc" else None, preset=recipe.preset,
-        enc_layers=0 if recipe.arch == "decoder" else recipe.enc_layers_in_attention if scheme in IN_ATTENTION else recipe.enc_layers,
-        pe_scale=recipe.scaffold_pe_scale if scaffolded and scheme == "vanilla" and period == 0 else 1.0,
-        pad_width=recipe.abc_pad_width if abc else recipe.pad_width, frame_spread=recipe.abc_frame_spread if abc and method == "abc" else 0, seed=seed, steps=steps, batch_size=recipe.batch_size, lr=recipe.lr,
-        warmup=recipe.warmup, stop_at=recipe.stop_at if scaffolded or generalizing else recipe.stop_at_plain,
-        train_on=recipe.train_on if generalizing else recipe.abc_train_on if method == "abc" else 1.0, eval_every=recipe.eval_every,
-        valid_size=recipe.abc_valid_size if abc else recipe.valid_size)
+        task=task,
+        arch=recipe.arch,
+        scheme=scheme,
+        period=period,
+        varied=varied,
+        cpi_from=recipe.cpi_from if period else "start",
+        window=window,
+        window_unit=recipe.window_unit if window is not None and is_binary(task) else "column",
+        bias_file=ABC_BIAS if method == "abc" else None,
+        preset=recipe.preset,
+        enc_layers=0
+        if recipe.arch == "decoder"
+        else recipe.enc_layers_in_attention
+        if scheme in IN_ATTENTION
+        else recipe.enc_layers,
+        pe_scale=recipe.scaffold_pe_scale
+        if scaffolded and scheme == "vanilla" and period == 0
+        else 1.0,
+        pad_width=recipe.abc_pad_width if abc else recipe.pad_width,
+        frame_spread=recipe.abc_frame_spread if abc and method == "abc" else 0,
+        seed=seed,
+        steps=steps,
+        batch_size=recipe.batch_size,
+        lr=recipe.lr,
+        warmup=recipe.warmup,
+        stop_at=recipe.stop_at if scaffolded or generalizing else recipe.stop_at_plain,
+        train_on=recipe.train_on
+        if generalizing
+        else recipe.abc_train_on
+        if method == "abc"
+        else 1.0,
+        eval_every=recipe.eval_every,
+        valid_size=recipe.abc_valid_size if abc else recipe.valid_size,
+    )
 
 
 def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experiment:
@@ -180,27 +284,52 @@ def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experi
     overrides = {key: value for key, value in (overrides or {}).items() if value is not None}
     unknown = sorted(set(overrides) - set(OVERRIDABLE))
     if unknown:
-        raise ConfigError(f"{unknown[0]!r} is not a field a run can override; fields are {', '.join(OVERRIDABLE)}")
-    overrides = {key: tuple(value) if isinstance(value, list) else value for key, value in overrides.items()}
+        raise ConfigError(
+            f"{unknown[0]!r} is not a field a run can override; fields are {', '.join(OVERRIDABLE)}"
+        )
+    overrides = {
+        key: tuple(value) if isinstance(value, list) else value for key, value in overrides.items()
+    }
     abc = cell.method == "abc"
     if not abc and any(key in CALIBRATION_FIELDS or key == "abc_pad_width" for key in overrides):
-        raise ConfigError(f"{next(k for k in overrides if k in CALIBRATION_FIELDS or k == 'abc_pad_width')} is an ABC setting; it applies to --method abc only")
+        raise ConfigError(
+            f"{next(k for k in overrides if k in CALIBRATION_FIELDS or k == 'abc_pad_width')} is an ABC setting; it applies to --method abc only"
+        )
     if abc and "bias_file" in overrides:
-        raise ConfigError("--method abc calibrates its own bias; drop --bias (or use --method vanilla --bias FILE)")
+        raise ConfigError(
+            "--method abc calibrates its own bias; drop --bias (or use --method vanilla --bias FILE)"
+        )
     frame = overrides.get("pad_width", recipe.pad_width)  # the protocol's frame
     train_width = overrides.get("abc_pad_width", recipe.abc_pad_width) if abc else frame
     base = _run_config(recipe, cell.task, cell.method, cell.seed, abc)
-    base_values = {**base.to_dict(), "pad_width": recipe.pad_width, "abc_pad_width": recipe.abc_pad_width, **asdict(recipe.calibration),
-                   "lengths": recipe.lengths, "test_seed": recipe.test_seed, "test_frame": recipe.test_frame}
-    overrides = {key: value for key, value in overrides.items() if base_values.get(key, ...) != value}  # the recipe's own value is no override
-    run_fields = {key: value for key, value in overrides.items() if key in RUN_FIELDS and key != "pad_width"}
+    base_values = {
+        **base.to_dict(),
+        "pad_width": recipe.pad_width,
+        "abc_pad_width": recipe.abc_pad_width,
+        **asdict(recipe.calibration),
+        "lengths": recipe.lengths,
+        "test_seed": recipe.test_seed,
+        "test_frame": recipe.test_frame,
+    }
+    overrides = {
+        key: value for key, value in overrides.items() if base_values.get(key, ...) != value
+    }  # the recipe's own value is no override
+    run_fields = {
+        key: value for key, value in overrides.items() if key in RUN_FIELDS and key != "pad_width"
+    }
     try:
         run = replace(base, **run_fields, pad_width=train_width)
         source = calibration = None
         if abc:
-            source = replace(_run_config(recipe, cell.task, "vanilla", cell.seed, abc=True),
-                             **{k: v for k, v in run_fields.items() if k in SHARED_FIELDS}, pad_width=train_width)
-            calibration = replace(recipe.calibration, **{k: v for k, v in overrides.items() if k in CALIBRATION_FIELDS})
+            source = replace(
+                _run_config(recipe, cell.task, "vanilla", cell.seed, abc=True),
+                **{k: v for k, v in run_fields.items() if k in SHARED_FIELDS},
+                pad_width=train_width,
+            )
+            calibration = replace(
+                recipe.calibration,
+                **{k: v for k, v in overrides.items() if k in CALIBRATION_FIELDS},
+            )
     except TypeError as error:  # a value of the wrong type in a recipe file or an override
         raise ConfigError(str(error)) from None
     lengths = tuple(overrides.get("lengths", recipe.lengths))
@@ -209,10 +338,22 @@ def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experi
     test_frame = overrides.get("test_frame", recipe.test_frame)
     check_test_frame(test_frame)
     if test_frame == "fixed" and frame is not None and max(lengths) > frame:
-        raise ConfigError(f"length {max(lengths)} does not fit the pad width {frame}; pass a wider --pad-width, "
-                          "shorter --lengths or --test-frame follows")
-    return Experiment(recipe.name, cell, run, source, calibration, lengths, overrides.get("test_seed", recipe.test_seed),
-                      tuple(sorted(overrides.items())), test_frame, frame)
+        raise ConfigError(
+            f"length {max(lengths)} does not fit the pad width {frame}; pass a wider --pad-width, "
+            "shorter --lengths or --test-frame follows"
+        )
+    return Experiment(
+        recipe.name,
+        cell,
+        run,
+        source,
+        calibration,
+        lengths,
+        overrides.get("test_seed", recipe.test_seed),
+        tuple(sorted(overrides.items())),
+        test_frame,
+        frame,
+    )
 
 
 def cell_dir(root: str, experiment: Experiment) -> str:

@@ -23,15 +23,38 @@ def is_binary(task: str) -> bool:
     return task in ("addition", "nx1")
 
 
-SEED_MAX = 2**31 - 1  # a test set's generator is seeded with seed * 1,000,003 + length: well inside torch's 64 bits
+SEED_MAX = (
+    2**31 - 1
+)  # a test set's generator is seeded with seed * 1,000,003 + length: well inside torch's 64 bits
 BOUNDS = {  # the lowest and highest value of each integer a user sets, checked once for the command line, recipes and runs
-    "seed": (0, SEED_MAX), "data_seed": (0, SEED_MAX), "test_seed": (0, SEED_MAX), "calibration.seed": (0, SEED_MAX),
-    "seeds": (0, SEED_MAX), "steps": (1, 10**9), "min_steps": (0, 10**9), "warmup": (0, 10**9), "eval_every": (1, 10**9),
-    "batch_size": (1, 10**7), "valid_size": (1, 10**7), "samples": (None, 10**7), "calibration.samples": (None, 10**7),
-    "lengths": (1, 10**6), "pad_width": (None, 10**6), "frame_spread": (0, 10**6), "window": (0, 10**6), "period": (0, 10**6),
-    "enc_layers": (0, 1000), "layers": (1, 1000), "heads": (1, 1024), "d_model": (1, 1 << 16), "max_position": (2, 10**6),
+    "seed": (0, SEED_MAX),
+    "data_seed": (0, SEED_MAX),
+    "test_seed": (0, SEED_MAX),
+    "calibration.seed": (0, SEED_MAX),
+    "seeds": (0, SEED_MAX),
+    "steps": (1, 10**9),
+    "min_steps": (0, 10**9),
+    "warmup": (0, 10**9),
+    "eval_every": (1, 10**9),
+    "batch_size": (1, 10**7),
+    "valid_size": (1, 10**7),
+    "samples": (None, 10**7),
+    "calibration.samples": (None, 10**7),
+    "lengths": (1, 10**6),
+    "pad_width": (None, 10**6),
+    "frame_spread": (0, 10**6),
+    "window": (0, 10**6),
+    "period": (0, 10**6),
+    "enc_layers": (0, 1000),
+    "layers": (1, 1000),
+    "heads": (1, 1024),
+    "d_model": (1, 1 << 16),
+    "max_position": (2, 10**6),
     "coupling_levels": (1, 3),
-    "train_digits": (1, 10**4), "threads": (None, 4096), "workers": (None, 4096)}
+    "train_digits": (1, 10**4),
+    "threads": (None, 4096),
+    "workers": (None, 4096),
+}
 
 
 def bound_name(field: str) -> str:
@@ -44,7 +67,9 @@ def bound_name(field: str) -> str:
 def check_int(value, name: str, option: str | None = None) -> None:
     """Refuse an integer outside what its use allows (``BOUNDS[name]``): a seed torch cannot take,
     a step count or length no run could reach."""
-    low, high = BOUNDS.get(name if name in BOUNDS else bound_name(name.split(".")[-1]), (None, None))
+    low, high = BOUNDS.get(
+        name if name in BOUNDS else bound_name(name.split(".")[-1]), (None, None)
+    )
     label = option or "--" + name.replace("_", "-")
     for v in value if isinstance(value, (tuple, list)) else (value,):
         if not isinstance(v, int) or isinstance(v, bool):
@@ -52,10 +77,16 @@ def check_int(value, name: str, option: str | None = None) -> None:
         if low is not None and v < low:
             raise UserError(f"{label} must be at least {low}, got {v}")
         if high is not None and v > high:
-            raise UserError(f"{label} must be at most {high:,}, got {v}" if len(str(v)) < 40 else f"{label} must be at most {high:,}, got a {len(str(v))}-digit number")
+            raise UserError(
+                f"{label} must be at most {high:,}, got {v}"
+                if len(str(v)) < 40
+                else f"{label} must be at most {high:,}, got a {len(str(v))}-digit number"
+            )
 
 
-def parse_method(method: str, window: int | None = None, period: int | None = None) -> tuple[str, int | None, int, bool]:
+def parse_method(
+    method: str, window: int | None = None, period: int | None = None
+) -> tuple[str, int | None, int, bool]:
     """A method name → ``(positional scheme, ABS window, CPI period, varied lengths)``.
 
     Names: a scheme (``vanilla``, ``nope``, ``rope``, ``alibi``, ``relative``), optionally
@@ -64,23 +95,35 @@ def parse_method(method: str, window: int | None = None, period: int | None = No
     ``window`` and ``period`` (the ``--window``/``--period`` options) add to a name that has none.
     A final ``+varied`` trains on every length without leading zeros (``RunConfig.varied``).
     """
-    match = re.fullmatch(r"(vanilla|nope|NoPE|rope|alibi|relative|random|fire|abacus|coupling)?(?:\+w=(\d+))?(?:\+T=(\d+))?(\+varied)?", method)
+    match = re.fullmatch(
+        r"(vanilla|nope|NoPE|rope|alibi|relative|random|fire|abacus|coupling)?(?:\+w=(\d+))?(?:\+T=(\d+))?(\+varied)?",
+        method,
+    )
     if method == "abc":
         scheme, named_window, named_period, varied = "nope", None, None, False
     elif not method or not match:
-        raise ConfigError(f"unknown method {method!r}; choose one of {', '.join(SCHEMES)}, abc, +w=W, +T=T, NoPE+w=W "
-                          "(or a scheme with +w=W and/or +T=T, e.g. vanilla+w=1+T=3), each optionally +varied")
+        raise ConfigError(
+            f"unknown method {method!r}; choose one of {', '.join(SCHEMES)}, abc, +w=W, +T=T, NoPE+w=W "
+            "(or a scheme with +w=W and/or +T=T, e.g. vanilla+w=1+T=3), each optionally +varied"
+        )
     else:
         scheme, varied = (match.group(1) or "vanilla").lower(), bool(match.group(4))
         named_window = int(match.group(2)) if match.group(2) else None
         named_period = int(match.group(3)) if match.group(3) else None
         if named_period == 0:
-            raise ConfigError(f"method {method!r}: +T=T names a CPI period of at least 1 (a method without CPI has no +T)")
+            raise ConfigError(
+                f"method {method!r}: +T=T names a CPI period of at least 1 (a method without CPI has no +T)"
+            )
         if named_period is not None and named_window is None:
             named_window = 1  # the paper's "+T=3" is w = 1 with CPI period 3
-    for option, named, given in (("--window", named_window, window), ("--period", named_period, period)):
+    for option, named, given in (
+        ("--window", named_window, window),
+        ("--period", named_period, period),
+    ):
         if named is not None and given is not None and named != given:
-            raise ConfigError(f"method {method!r} sets {option[2:]} {named}; {option} {given} contradicts it")
+            raise ConfigError(
+                f"method {method!r} sets {option[2:]} {named}; {option} {given} contradicts it"
+            )
     window = named_window if named_window is not None else window
     period = named_period if named_period is not None else (period or 0)
     if window is not None and window < 0:
@@ -90,7 +133,9 @@ def parse_method(method: str, window: int | None = None, period: int | None = No
     return scheme, window, period, varied
 
 
-def method_label(scheme: str, window: int | None, period: int, varied: bool = False, biased: bool = False) -> str:
+def method_label(
+    scheme: str, window: int | None, period: int, varied: bool = False, biased: bool = False
+) -> str:
     """The method as the tables name it: ``vanilla+w=1+T=3``, ``nope+w=1``, ``abacus+varied``, ``nope+abc``."""
     return f"{scheme}{f'+w={window}' if window is not None else ''}{f'+T={period}' if period else ''}{'+varied' if varied else ''}{'+abc' if biased else ''}"
 

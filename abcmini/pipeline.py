@@ -13,18 +13,59 @@ from dataclasses import asdict, dataclass
 import torch
 
 from abcmini import __version__, commit
-from abcmini.nn.biases import BlockCalibrated, Calibrated, PerLayer, block_count, line_rows, open_lines, scaffold_from_state, segments_of
-from abcmini.nn.calibrate import algorithm1, authors, average_attention, block_procedure, calibrated_layers, procedure
+from abcmini.config import Calibration, check_test_frame
 from abcmini.errors import UserError
 from abcmini.evaluate import GeometryError, extrapolation_hits, final_accuracy, pad_width_for
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
-from abcmini.outputs.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.limits import EVAL_BUDGET, batch_for, check_evaluation, check_writable, example_bytes
-from abcmini.config import Calibration, check_test_frame
-from abcmini.store import CHECKPOINT, checkpoint_identity, load_bias, load_checkpoint, lock_run, read_eval, read_eval_of, read_experiment, save_bias, write_eval, write_experiment
-from abcmini.tasks import (BLOCK_TASKS, OPERANDS, POOL_DIGITS, Example, Pool, detokenize, digit_mask, extrapolation_operands, extrapolation_set_size, format_task, operand_count,
-                           padding_cells, training_operands)
+from abcmini.nn.biases import (
+    BlockCalibrated,
+    Calibrated,
+    PerLayer,
+    block_count,
+    line_rows,
+    open_lines,
+    scaffold_from_state,
+    segments_of,
+)
+from abcmini.nn.calibrate import (
+    algorithm1,
+    authors,
+    average_attention,
+    block_procedure,
+    calibrated_layers,
+    procedure,
+)
+from abcmini.outputs.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.outputs.track import ID_FILE, Tracker, artifact_name, run_config, under_agent
+from abcmini.store import (
+    CHECKPOINT,
+    checkpoint_identity,
+    load_bias,
+    load_checkpoint,
+    lock_run,
+    read_eval,
+    read_eval_of,
+    read_experiment,
+    save_bias,
+    write_eval,
+    write_experiment,
+)
+from abcmini.tasks import (
+    BLOCK_TASKS,
+    OPERANDS,
+    POOL_DIGITS,
+    Example,
+    Pool,
+    detokenize,
+    digit_mask,
+    extrapolation_operands,
+    extrapolation_set_size,
+    format_task,
+    operand_count,
+    padding_cells,
+    training_operands,
+)
 from abcmini.train import Trainer, device_name, load_model, seconds_by_device
 
 LOG_EVERY = 10  # training loss and learning rate go to wandb every this many steps
@@ -61,27 +102,57 @@ class Hooks:
     def evaluated(self, length: int, accuracy: float, seconds: float) -> None: ...
 
 
-def tracker_for(experiment: Experiment | None, cfg: RunConfig, run_dir: str, job_type: str, tracking: Tracking, group: str | None = None,
-                keep_id: bool = False, agent: bool = False, **config) -> Tracker:
+def tracker_for(
+    experiment: Experiment | None,
+    cfg: RunConfig,
+    run_dir: str,
+    job_type: str,
+    tracking: Tracking,
+    group: str | None = None,
+    keep_id: bool = False,
+    agent: bool = False,
+    **config,
+) -> Tracker:
     """A wandb run of a cell's stage (a run without an experiment record is its own group);
     ``agent``: the stage that reports the cell, the sweep agent's run under ``wandb agent``."""
-    config = {**(run_config(experiment.to_dict(), cfg.label) if experiment else {**cfg.to_dict(), "method": cfg.label}), **config}
+    config = {
+        **(
+            run_config(experiment.to_dict(), cfg.label)
+            if experiment
+            else {**cfg.to_dict(), "method": cfg.label}
+        ),
+        **config,
+    }
     cell = [experiment.cell.method, experiment.recipe] if experiment else []
     tags = list(dict.fromkeys([cfg.task, cfg.label, *cell]))
-    group = group or (experiment.identity if experiment else os.path.basename(os.path.normpath(run_dir)))
-    return Tracker.start(tracking.enabled, run_dir, job_type, config, group, tags, tracking.project, keep_id, agent)
+    group = group or (
+        experiment.identity if experiment else os.path.basename(os.path.normpath(run_dir))
+    )
+    return Tracker.start(
+        tracking.enabled, run_dir, job_type, config, group, tags, tracking.project, keep_id, agent
+    )
 
 
 def log_validation(tracker: Tracker, entry: dict) -> None:
     """One validation of the history (``Trainer.history``) as wandb logs it, at its step."""
-    tracker.log({"valid/exact_match": entry["valid_acc"], "train/loss_mean": entry["loss"], "train/seconds": entry["seconds"]},
-                step=entry["step"])
+    tracker.log(
+        {
+            "valid/exact_match": entry["valid_acc"],
+            "train/loss_mean": entry["loss"],
+            "train/seconds": entry["seconds"],
+        },
+        step=entry["step"],
+    )
 
 
 def training_summary(trainer: Trainer) -> dict:
     """A training run's wandb summary: its last validation, steps and seconds."""
     last = trainer.history[-1] if trainer.history else {}
-    return {"valid/exact_match": last.get("valid_acc", 0.0), "steps": last.get("step", 0), "train/seconds": last.get("seconds", 0.0)}
+    return {
+        "valid/exact_match": last.get("valid_acc", 0.0),
+        "steps": last.get("step", 0),
+        "train/seconds": last.get("seconds", 0.0),
+    }
 
 
 def fit(trainer: Trainer, role: str, hooks: Hooks, tracker: Tracker) -> dict:
@@ -91,7 +162,9 @@ def fit(trainer: Trainer, role: str, hooks: Hooks, tracker: Tracker) -> dict:
     def on_step(step, loss):
         hooks.step(step, loss)
         if step % LOG_EVERY == 0:
-            tracker.log({"train/loss": loss, "train/lr": trainer.optimizer.param_groups[0]["lr"]}, step=step)
+            tracker.log(
+                {"train/loss": loss, "train/lr": trainer.optimizer.param_groups[0]["lr"]}, step=step
+            )
 
     def on_eval(entry):
         hooks.validated(entry)
@@ -104,11 +177,24 @@ def fit(trainer: Trainer, role: str, hooks: Hooks, tracker: Tracker) -> dict:
     return trainer.history[-1] if trainer.history else {}
 
 
-PICTURE_LENGTHS = (POOL_DIGITS, 20, 100)  # the attention pictures: the longest training length and two test lengths
-LINE_COLUMNS = ("layer", "attention", "direction", "head", "line", "value")  # an ABC bias as a table
+PICTURE_LENGTHS = (
+    POOL_DIGITS,
+    20,
+    100,
+)  # the attention pictures: the longest training length and two test lengths
+LINE_COLUMNS = (
+    "layer",
+    "attention",
+    "direction",
+    "head",
+    "line",
+    "value",
+)  # an ABC bias as a table
 
 
-def picture_examples(experiment: Experiment | None, cfg: RunConfig, device, lengths=PICTURE_LENGTHS) -> dict[int, Example]:
+def picture_examples(
+    experiment: Experiment | None, cfg: RunConfig, device, lengths=PICTURE_LENGTHS
+) -> dict[int, Example]:
     """The first input of each length's test set, in the frame the run is tested in (one that
     follows the length where the protocol's fixed frame is too narrow); a length the model
     cannot take (its position range) is left out, and so is one whose single pass needs more
@@ -125,11 +211,20 @@ def picture_examples(experiment: Experiment | None, cfg: RunConfig, device, leng
         if example_bytes(cfg, frame, operand_count(length)) > EVAL_BUDGET:
             continue
         a, b = extrapolation_operands(cfg.task, length, 0)
-        examples[length] = format_task(cfg.task, a[:1], None if b is None else b[:1], frame, cfg.aligned)
+        examples[length] = format_task(
+            cfg.task, a[:1], None if b is None else b[:1], frame, cfg.aligned
+        )
     return examples
 
 
-def log_pictures(tracker: Tracker, model, experiment: Experiment | None, cfg: RunConfig, step: int, example: Example | None = None) -> None:
+def log_pictures(
+    tracker: Tracker,
+    model,
+    experiment: Experiment | None,
+    cfg: RunConfig,
+    step: int,
+    example: Example | None = None,
+) -> None:
     """Attention of every layer and head at ``PICTURE_LENGTHS``; the scaffold (ABS window, ABC
     bias) per head at ``example``'s geometry, an ABC bias also as a table of its open lines."""
     if tracker.run is None:
@@ -139,7 +234,9 @@ def log_pictures(tracker: Tracker, model, experiment: Experiment | None, cfg: Ru
         device = next(model.parameters()).device
         figures = attention_figures(model, picture_examples(experiment, cfg, device), cfg.label)
         if model.scaffold is not None and example is not None:
-            figures |= bias_figures(model.scaffold, example.tgt_out.shape[1], detokenize(example.src[0]), cfg.label)
+            figures |= bias_figures(
+                model.scaffold, example.tgt_out.shape[1], detokenize(example.src[0]), cfg.label
+            )
     tracker.images(figures, step=step)
     for fig in figures.values():
         close(fig)
@@ -152,8 +249,12 @@ def log_model(tracker: Tracker, trainer: Trainer, experiment: Experiment) -> Non
     if tracker.run is None:
         return
     log_pictures(tracker, trainer.model, experiment, trainer.cfg, trainer.step_count, trainer.valid)
-    tracker.artifact(artifact_name("model", experiment.identity), "model", os.path.join(trainer.run_dir, CHECKPOINT),
-                     {"step": trainer.step_count})
+    tracker.artifact(
+        artifact_name("model", experiment.identity),
+        "model",
+        os.path.join(trainer.run_dir, CHECKPOINT),
+        {"step": trainer.step_count},
+    )
 
 
 def report_done(tracker: Tracker, trainer: Trainer, record: dict) -> None:
@@ -161,13 +262,33 @@ def report_done(tracker: Tracker, trainer: Trainer, record: dict) -> None:
     from the checkpoint, its summary and its extrapolation curve from the result record."""
     for entry in trainer.history:
         log_validation(tracker, entry)
-    tracker.summary({**training_summary(trainer), "reported_from": os.path.join(os.path.abspath(trainer.run_dir), "eval.json")})
-    tracker.extrapolation({int(n): acc for n, acc in record.get("accuracy", {}).items()}, f"{trainer.cfg.task} · {trainer.cfg.label}")
+    tracker.summary(
+        {
+            **training_summary(trainer),
+            "reported_from": os.path.join(os.path.abspath(trainer.run_dir), "eval.json"),
+        }
+    )
+    tracker.extrapolation(
+        {int(n): acc for n, acc in record.get("accuracy", {}).items()},
+        f"{trainer.cfg.task} · {trainer.cfg.label}",
+    )
 
 
-def train_stage(experiment: Experiment, run_dir: str, role: str, device, hooks: Hooks, tracking: Tracking,
-                uses: str | None = None, after=None, done=lambda trainer: True, agent: bool = False,
-                job_type: str = "train", group: str | None = None, **config):
+def train_stage(
+    experiment: Experiment,
+    run_dir: str,
+    role: str,
+    device,
+    hooks: Hooks,
+    tracking: Tracking,
+    uses: str | None = None,
+    after=None,
+    done=lambda trainer: True,
+    agent: bool = False,
+    job_type: str = "train",
+    group: str | None = None,
+    **config,
+):
     """Train ``experiment``'s run in ``run_dir`` (resuming), as one tracked wandb run of
     ``group`` (default: the experiment's cell) and ``job_type``; ``after``
     (the trainer, the tracker) runs inside that wandb run, e.g. the evaluation. A run that
@@ -180,12 +301,28 @@ def train_stage(experiment: Experiment, run_dir: str, role: str, device, hooks: 
             pass
         record = read_eval(run_dir) if after else None
         if agent and under_agent() and record is not None:
-            with tracker_for(experiment, experiment.run, run_dir, job_type, tracking, group, agent=True,
-                             **config) as tracker:
-                report_done(tracker, trainer, read_eval_of(run_dir, trainer.step_count, experiment.test_seed, experiment.test_frame))
+            with tracker_for(
+                experiment, experiment.run, run_dir, job_type, tracking, group, agent=True, **config
+            ) as tracker:
+                report_done(
+                    tracker,
+                    trainer,
+                    read_eval_of(
+                        run_dir, trainer.step_count, experiment.test_seed, experiment.test_frame
+                    ),
+                )
         return trainer, record
-    with tracker_for(experiment, experiment.run, run_dir, job_type, tracking, group, keep_id=True, agent=agent,
-                     **config) as tracker:
+    with tracker_for(
+        experiment,
+        experiment.run,
+        run_dir,
+        job_type,
+        tracking,
+        group,
+        keep_id=True,
+        agent=agent,
+        **config,
+    ) as tracker:
         if uses:
             tracker.use(uses)
         trained = not trainer.stopped
@@ -199,17 +336,33 @@ class NotInterpolatedError(UserError):
     pass
 
 
-def line_calibration(settings: Calibration, self_avg, cross_avg, layout, example: Example) -> Calibrated:
+def line_calibration(
+    settings: Calibration, self_avg, cross_avg, layout, example: Example
+) -> Calibrated:
     """The named calibration of lines on ``Ā`` (``[layers h q k]``): Algorithm 1 or the authors'
     code on the last layer, the same bias for every layer (steps 1 and 3), or abcmini's procedure."""
     if settings.algorithm == "paper":
-        return Calibrated(algorithm1(self_avg[-1], settings.kappa_self), algorithm1(cross_avg[-1], settings.kappa_cross))
+        return Calibrated(
+            algorithm1(self_avg[-1], settings.kappa_self),
+            algorithm1(cross_avg[-1], settings.kappa_cross),
+        )
     if settings.algorithm == "authors":  # calcBias.py:510–511: self Δ 1, cross Δ −1
-        return Calibrated(authors(self_avg[-1], settings.kappa_self, 1, cross=False),
-                          authors(cross_avg[-1], settings.kappa_cross, -1, cross=True))
+        return Calibrated(
+            authors(self_avg[-1], settings.kappa_self, 1, cross=False),
+            authors(cross_avg[-1], settings.kappa_cross, -1, cross=True),
+        )
     out_padding = padding_cells(example.tgt_in.flip(1)).flip(1)[:, : self_avg.shape[-1]]
-    return procedure(self_avg, cross_avg, layout, padding_cells(example.src), out_padding,
-                     settings.kappa_self, settings.kappa_cross, settings.min_support, settings.rule_names())
+    return procedure(
+        self_avg,
+        cross_avg,
+        layout,
+        padding_cells(example.src),
+        out_padding,
+        settings.kappa_self,
+        settings.kappa_cross,
+        settings.min_support,
+        settings.rule_names(),
+    )
 
 
 def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, RunConfig]:
@@ -222,52 +375,104 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
     check_recorded_model(run_dir, experiment_of(run_dir), cfg)
     reached = state["history"][-1]["valid_acc"] if state["history"] else 0.0
     if reached < settings.min_accuracy:
-        raise NotInterpolatedError(f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < "
-                                   f"{settings.min_accuracy:.2%}; train it longer (--stop-at)")
+        raise NotInterpolatedError(
+            f"{run_dir!r} has not interpolated: validation exact match {reached:.2%} < "
+            f"{settings.min_accuracy:.2%}; train it longer (--stop-at)"
+        )
     rules = settings.rule_names()
     if settings.algorithm != "abc" and cfg.task in BLOCK_TASKS:
-        raise UserError(f"--calibration {settings.algorithm} calibrates lines, not the blocks of {cfg.task}; use abc")
+        raise UserError(
+            f"--calibration {settings.algorithm} calibrates lines, not the blocks of {cfg.task}; use abc"
+        )
     layers = calibrated_layers(model.cfg.dec_layers, rules)
-    numbers = Pool.make(cfg.data_seed).train if cfg.from_pool else None  # None: drawn digit by digit
-    a, b = training_operands(cfg.task, numbers, settings.samples, torch.Generator().manual_seed(settings.seed),
-                             cfg.train_digits, count=OPERANDS)  # multiadd: the most blocks, the most rows for each block line
+    numbers = (
+        Pool.make(cfg.data_seed).train if cfg.from_pool else None
+    )  # None: drawn digit by digit
+    a, b = training_operands(
+        cfg.task,
+        numbers,
+        settings.samples,
+        torch.Generator().manual_seed(settings.seed),
+        cfg.train_digits,
+        count=OPERANDS,
+    )  # multiadd: the most blocks, the most rows for each block line
     example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
     layout = segments_of(digit_mask(example.src[0]))
     if cfg.task in BLOCK_TASKS:  # a block output: every row is trusted, lines counted in blocks
-        self_avg, cross_avg = average_attention(model, example, example.tgt_out.shape[1], layers=layers)
+        self_avg, cross_avg = average_attention(
+            model, example, example.tgt_out.shape[1], layers=layers
+        )
         products = cfg.task == "multiply"  # lines on its input numbers a and b
-        scaffold = block_procedure(self_avg, cross_avg, block_count(example.src.shape[1], layout, products),
-                                   settings.kappa_self, settings.kappa_cross, settings.min_support, rules, products)
+        scaffold = block_procedure(
+            self_avg,
+            cross_avg,
+            block_count(example.src.shape[1], layout, products),
+            settings.kappa_self,
+            settings.kappa_cross,
+            settings.min_support,
+            rules,
+            products,
+        )
     else:
         self_avg, cross_avg = average_attention(model, example, cfg.train_digits + 1, layers=layers)
         scaffold = line_calibration(settings, self_avg, cross_avg, layout, example)
     payload = {
-        "task": cfg.task, "pad_width": cfg.pad_width, "heads": model.cfg.heads, "aligned": cfg.aligned,
+        "task": cfg.task,
+        "pad_width": cfg.pad_width,
+        "heads": model.cfg.heads,
+        "aligned": cfg.aligned,
         "calibration": {**asdict(settings), "layers": list(layers)},
-        "source": os.path.abspath(run_dir), "bias": scaffold.state(),
+        "source": os.path.abspath(run_dir),
+        "bias": scaffold.state(),
         "attention": {"self": self_avg, "cross": cross_avg},
     }
     return payload, example, cfg
 
 
-def calibrate_stage(source_dir: str, out: str, settings: Calibration, experiment: Experiment | None, cfg: RunConfig, hooks: Hooks,
-                    tracking: Tracking, group: str, source_identity: str) -> dict:
+def calibrate_stage(
+    source_dir: str,
+    out: str,
+    settings: Calibration,
+    experiment: Experiment | None,
+    cfg: RunConfig,
+    hooks: Hooks,
+    tracking: Tracking,
+    group: str,
+    source_identity: str,
+) -> dict:
     """Calibrate ``source_dir`` into the bias file ``out`` with its heatmaps beside it, as one
     tracked wandb run that uses the source's model and logs the bias."""
-    with tracker_for(experiment, cfg, os.path.dirname(os.path.abspath(out)), "calibration", tracking, group,
-                     calibration=asdict(settings)) as tracker:
+    with tracker_for(
+        experiment,
+        cfg,
+        os.path.dirname(os.path.abspath(out)),
+        "calibration",
+        tracking,
+        group,
+        calibration=asdict(settings),
+    ) as tracker:
         tracker.use(artifact_name("model", source_identity))
         began = time.perf_counter()
         payload, example, config = calibrate_run(source_dir, settings)
         seconds = round(time.perf_counter() - began, 2)
-        pngs = calibration_figures(os.path.dirname(os.path.abspath(out)), config.task, payload["attention"]["self"],
-                                   payload["attention"]["cross"], scaffold_from_state(payload["bias"]), example,
-                                   payload["calibration"]["layers"])
-        save_bias(out, payload)  # last: a bias file is a finished calibration, so a killed one is redone
+        pngs = calibration_figures(
+            os.path.dirname(os.path.abspath(out)),
+            config.task,
+            payload["attention"]["self"],
+            payload["attention"]["cross"],
+            scaffold_from_state(payload["bias"]),
+            example,
+            payload["calibration"]["layers"],
+        )
+        save_bias(
+            out, payload
+        )  # last: a bias file is a finished calibration, so a killed one is redone
         result = {**payload, "example": example, "config": config}
         hooks.calibrated(result, seconds)
         tracker.images({f"calibration/{name}": png for name, png in pngs.items()})
-        tracker.table("calibration/lines", LINE_COLUMNS, line_rows(scaffold_from_state(payload["bias"])))
+        tracker.table(
+            "calibration/lines", LINE_COLUMNS, line_rows(scaffold_from_state(payload["bias"]))
+        )
         tracker.summary({"calibration/seconds": seconds})
         tracker.artifact(artifact_name("abc-bias", group), "abc-bias", out, result["calibration"])
     return {**result, "seconds": seconds, "pngs": pngs}
@@ -284,32 +489,81 @@ def examples_at(last: dict, cfg: RunConfig) -> int | None:
     return last["step"] * cfg.batch_size if last.get("step") is not None else None
 
 
-def record(experiment: Experiment | None, cfg: RunConfig, history: list, test_seed: int, accuracy: dict, **extra) -> dict:
+def record(
+    experiment: Experiment | None,
+    cfg: RunConfig,
+    history: list,
+    test_seed: int,
+    accuracy: dict,
+    **extra,
+) -> dict:
     """The result record of a run: its identity (``experiment``, the run's ``experiment.json``),
     protocol, training cost (also per device, where its history names them) and accuracy per length."""
     saved, last = experiment.to_dict() if experiment else {}, history[-1] if history else {}
     calibration = {"calibration": saved["calibration"]} if saved.get("calibration") else {}
-    if any("device" in entry for entry in history):  # where its training ran, for a run resumed elsewhere too
+    if any(
+        "device" in entry for entry in history
+    ):  # where its training ran, for a run resumed elsewhere too
         extra = {"train_seconds_by_device": seconds_by_device(history), **extra}
-    return {"task": cfg.task, "arch": cfg.arch, "method": cfg.label, "cell_method": saved.get("cell", {}).get("method"), "scheme": cfg.scheme,
-            "window": cfg.window, "period": cfg.period, "preset": cfg.preset, "shape": cfg.shape, "train_digits": cfg.train_digits,
-            "train_numbers": cfg.train_numbers, "operand_lengths": cfg.operand_lengths, "pad_width": protocol_width(experiment, cfg),
-            "train_pad_width": cfg.pad_width, "seed": cfg.seed,
-            "recipe": saved.get("recipe"), "overrides": saved.get("overrides", {}), **calibration, "test_seed": test_seed,
-            "train_steps": last.get("step"), "train_examples": examples_at(last, cfg), "train_seconds": last.get("seconds"),
-            "valid_acc": last.get("valid_acc"), "version": __version__, "commit": commit(), "command": saved.get("command"), **extra,
-            "accuracy": {str(n): acc for n, acc in accuracy.items()}}
+    return {
+        "task": cfg.task,
+        "arch": cfg.arch,
+        "method": cfg.label,
+        "cell_method": saved.get("cell", {}).get("method"),
+        "scheme": cfg.scheme,
+        "window": cfg.window,
+        "period": cfg.period,
+        "preset": cfg.preset,
+        "shape": cfg.shape,
+        "train_digits": cfg.train_digits,
+        "train_numbers": cfg.train_numbers,
+        "operand_lengths": cfg.operand_lengths,
+        "pad_width": protocol_width(experiment, cfg),
+        "train_pad_width": cfg.pad_width,
+        "seed": cfg.seed,
+        "recipe": saved.get("recipe"),
+        "overrides": saved.get("overrides", {}),
+        **calibration,
+        "test_seed": test_seed,
+        "train_steps": last.get("step"),
+        "train_examples": examples_at(last, cfg),
+        "train_seconds": last.get("seconds"),
+        "valid_acc": last.get("valid_acc"),
+        "version": __version__,
+        "commit": commit(),
+        "command": saved.get("command"),
+        **extra,
+        "accuracy": {str(n): acc for n, acc in accuracy.items()},
+    }
 
 
-def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model, history: list, lengths, test_seed: int,
-             hooks: Hooks, tracker: Tracker, redo: bool = True, batch_size: int = 1000, started: float | None = None,
-             test_frame: str | None = None, **extra) -> dict:
+def evaluate(
+    run_dir: str,
+    experiment: Experiment | None,
+    cfg: RunConfig,
+    model,
+    history: list,
+    lengths,
+    test_seed: int,
+    hooks: Hooks,
+    tracker: Tracker,
+    redo: bool = True,
+    batch_size: int = 1000,
+    started: float | None = None,
+    test_frame: str | None = None,
+    **extra,
+) -> dict:
     """Accuracy at ``lengths`` merged into ``RUN_DIR/eval.json`` and logged as the extrapolation
     curve (``redo=False``: lengths the record already holds for this training state and test
     seed are not evaluated again). ``started``: when the job began, to record its wall time;
     ``test_frame``: another than the experiment's."""
     follows = frame_of(experiment, test_frame) == "follows"
-    state = (run_dir, history[-1]["step"] if history else None, test_seed, "follows" if follows else "fixed")
+    state = (
+        run_dir,
+        history[-1]["step"] if history else None,
+        test_seed,
+        "follows" if follows else "fixed",
+    )
     previous = read_eval_of(*state)
     done = {} if redo else previous.get("accuracy", {})
     accuracy, seconds, final, operands = {}, {}, {}, {}
@@ -318,11 +572,20 @@ def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model,
             continue
         began = time.perf_counter()
         batch = batch_for(cfg, frame, batch_size, operand_count(length))
-        with hooks.evaluating(length, batches=-(-extrapolation_set_size(length) // batch)) as advance:
-            example, hits = extrapolation_hits(model, cfg.task, length, frame, test_seed, cfg.aligned, batch, advance)
+        with hooks.evaluating(
+            length, batches=-(-extrapolation_set_size(length) // batch)
+        ) as advance:
+            example, hits = extrapolation_hits(
+                model, cfg.task, length, frame, test_seed, cfg.aligned, batch, advance
+            )
         accuracy[length] = hits.float().mean().item()
         if cfg.task in BLOCK_TASKS:  # the scratchpad's answer alone, beside the whole output
-            final[str(length)] = final_accuracy(model, example, hits, batch_for(cfg, frame, batch_size, operand_count(length), rows=1))
+            final[str(length)] = final_accuracy(
+                model,
+                example,
+                hits,
+                batch_for(cfg, frame, batch_size, operand_count(length), rows=1),
+            )
         if cfg.task == "multiadd":
             operands[str(length)] = operand_count(length)
         seconds[str(length)] = round(time.perf_counter() - began, 2)
@@ -342,18 +605,35 @@ def evaluate(run_dir: str, experiment: Experiment | None, cfg: RunConfig, model,
     if where.type == "cuda":  # a record made on a CPU names no device (the dashboard reads it so)
         extra["device"] = device_name(where)
     merged = write_eval(run_dir, record(experiment, cfg, history, test_seed, accuracy, **extra))
-    tracker.extrapolation({int(n): acc for n, acc in merged["accuracy"].items()}, f"{cfg.task} · {cfg.label}")
+    tracker.extrapolation(
+        {int(n): acc for n, acc in merged["accuracy"].items()}, f"{cfg.task} · {cfg.label}"
+    )
     return merged
 
 
-def train_source(experiment: Experiment, run_dir: str, device="cpu", hooks: Hooks | None = None,
-                 tracking: Tracking = Tracking(), group: str | None = None) -> Trainer:
+def train_source(
+    experiment: Experiment,
+    run_dir: str,
+    device="cpu",
+    hooks: Hooks | None = None,
+    tracking: Tracking = Tracking(),
+    group: str | None = None,
+) -> Trainer:
     """ABC's Vanilla source: trained (resuming) to interpolation, not tested, as the ``source``
     run of ``group`` (the ABC cell it serves); returns its trainer."""
     os.makedirs(run_dir, exist_ok=True)
     if read_experiment(run_dir) is None:
         write_experiment(run_dir, experiment.to_dict())
-    trainer, _ = train_stage(experiment, run_dir, "source", device, hooks or Hooks(), tracking, job_type="source", group=group)
+    trainer, _ = train_stage(
+        experiment,
+        run_dir,
+        "source",
+        device,
+        hooks or Hooks(),
+        tracking,
+        job_type="source",
+        group=group,
+    )
     return trainer
 
 
@@ -361,8 +641,12 @@ def source_fields(run_dir: str, source_dir: str, history: list, cfg: RunConfig) 
     """An ABC cell's Vanilla source in its record: where it lies (relative to the run, so it
     travels with the root) and what it cost to interpolate (steps, examples, seconds)."""
     last = history[-1] if history else {}
-    return {"source": os.path.relpath(source_dir, run_dir), "interpolation_steps": last.get("step"),
-            "interpolation_examples": examples_at(last, cfg), "interpolation_seconds": last.get("seconds")}
+    return {
+        "source": os.path.relpath(source_dir, run_dir),
+        "interpolation_steps": last.get("step"),
+        "interpolation_examples": examples_at(last, cfg),
+        "interpolation_seconds": last.get("seconds"),
+    }
 
 
 def recorded_source(run_dir: str, experiment: Experiment | None) -> dict:
@@ -374,11 +658,19 @@ def recorded_source(run_dir: str, experiment: Experiment | None) -> dict:
     source = load_bias(bias).get("source")
     if not source or not os.path.isfile(os.path.join(source, CHECKPOINT)):
         return {}
-    return source_fields(run_dir, source, load_checkpoint(source)["history"], experiment.source_experiment().run)
+    return source_fields(
+        run_dir, source, load_checkpoint(source)["history"], experiment.source_experiment().run
+    )
 
 
-def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None, device="cpu",
-             hooks: Hooks | None = None, tracking: Tracking = Tracking()) -> dict:
+def run_cell(
+    experiment: Experiment,
+    run_dir: str,
+    source_dir: str | None = None,
+    device="cpu",
+    hooks: Hooks | None = None,
+    tracking: Tracking = Tracking(),
+) -> dict:
     """Train (resuming), calibrate (ABC), evaluate at the experiment's lengths; returns the
     merged result record."""
     hooks, start, extra = hooks or Hooks(), time.perf_counter(), {}
@@ -387,29 +679,68 @@ def run_cell(experiment: Experiment, run_dir: str, source_dir: str | None = None
     uses = None
     if experiment.calibration is not None:
         source_experiment = experiment.source_experiment()
-        source = train_source(source_experiment, source_dir, device, hooks, tracking, experiment.identity)
+        source = train_source(
+            source_experiment, source_dir, device, hooks, tracking, experiment.identity
+        )
         bias_path = os.path.join(run_dir, ABC_BIAS)
         if not os.path.exists(bias_path):
-            result = calibrate_stage(source_dir, bias_path, experiment.calibration, experiment, experiment.run, hooks,
-                                     tracking, experiment.identity, source_experiment.identity)
+            result = calibrate_stage(
+                source_dir,
+                bias_path,
+                experiment.calibration,
+                experiment,
+                experiment.run,
+                hooks,
+                tracking,
+                experiment.identity,
+                source_experiment.identity,
+            )
             extra["calibration_seconds"] = result["seconds"]
         extra |= source_fields(run_dir, source_dir, source.history, source_experiment.run)
         uses = artifact_name("abc-bias", experiment.identity)
 
     def evaluation(trainer, tracker):
-        return evaluate(run_dir, experiment, trainer.cfg, trainer.model, trainer.history, experiment.lengths,
-                        experiment.test_seed, hooks, tracker, redo=False, started=start, **extra)
+        return evaluate(
+            run_dir,
+            experiment,
+            trainer.cfg,
+            trainer.model,
+            trainer.history,
+            experiment.lengths,
+            experiment.test_seed,
+            hooks,
+            tracker,
+            redo=False,
+            started=start,
+            **extra,
+        )
 
     def evaluated(trainer):  # a finished cell whose record holds every length: nothing to do
-        done = read_eval_of(run_dir, trainer.step_count, experiment.test_seed, experiment.test_frame).get("accuracy", {})
+        done = read_eval_of(
+            run_dir, trainer.step_count, experiment.test_seed, experiment.test_frame
+        ).get("accuracy", {})
         return all(str(n) in done for n in experiment.lengths)
 
     links = {}
-    if source_dir and os.path.exists(os.path.join(source_dir, ID_FILE)):  # the source's wandb run, beside the artifact names
+    if source_dir and os.path.exists(
+        os.path.join(source_dir, ID_FILE)
+    ):  # the source's wandb run, beside the artifact names
         with open(os.path.join(source_dir, ID_FILE)) as f:
             links["source_run"] = f.read().strip()
-    _, result = train_stage(experiment, run_dir, "run", device, hooks, tracking, uses, after=evaluation, done=evaluated, agent=True,
-                            job_type="retraining" if uses else "train", **links)
+    _, result = train_stage(
+        experiment,
+        run_dir,
+        "run",
+        device,
+        hooks,
+        tracking,
+        uses,
+        after=evaluation,
+        done=evaluated,
+        agent=True,
+        job_type="retraining" if uses else "train",
+        **links,
+    )
     return result
 
 
@@ -418,7 +749,9 @@ def frame_of(experiment: Experiment | None, test_frame: str | None = None) -> st
     return test_frame or (experiment.test_frame if experiment else "fixed")
 
 
-def test_frames(experiment: Experiment | None, cfg: RunConfig, lengths, test_frame: str | None = None) -> list[int]:
+def test_frames(
+    experiment: Experiment | None, cfg: RunConfig, lengths, test_frame: str | None = None
+) -> list[int]:
     """The pad width of each test at ``lengths`` in the experiment's test frame (or ``test_frame``):
     the protocol's frame, or one that follows the length from it (ABC, trained in frames of its
     own, is tested in the frames of every other method). A ``+varied`` run, trained without
@@ -426,17 +759,34 @@ def test_frames(experiment: Experiment | None, cfg: RunConfig, lengths, test_fra
     if cfg.varied:
         return list(lengths)
     follows = frame_of(experiment, test_frame) == "follows"
-    return [pad_width_for(length, protocol_width(experiment, cfg), follows, cfg.period, cfg.train_digits) for length in lengths]
+    return [
+        pad_width_for(
+            length, protocol_width(experiment, cfg), follows, cfg.period, cfg.train_digits
+        )
+        for length in lengths
+    ]
 
 
 def check_cell_evaluation(experiment: Experiment, device) -> None:
     """Refuse, before training, a cell whose tests cannot fit in memory at its widest frame."""
-    check_evaluation(experiment.run, max(test_frames(experiment, experiment.run, experiment.lengths)), device,
-                     operand_count(max(experiment.lengths)))
+    check_evaluation(
+        experiment.run,
+        max(test_frames(experiment, experiment.run, experiment.lengths)),
+        device,
+        operand_count(max(experiment.lengths)),
+    )
 
 
-def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Hooks, tracking: Tracking,
-                 batch_size: int = 1000, test_frame: str | None = None) -> dict:
+def evaluate_run(
+    run_dir: str,
+    lengths,
+    test_seed: int | None,
+    device,
+    hooks: Hooks,
+    tracking: Tracking,
+    batch_size: int = 1000,
+    test_frame: str | None = None,
+) -> dict:
     """``abcmini eval``: a trained run at ``lengths`` (default its experiment's) in its test frame
     (or ``test_frame``), as a tracked wandb run of its cell; merges into its ``eval.json``."""
     experiment = experiment_of(run_dir)
@@ -447,19 +797,48 @@ def evaluate_run(run_dir: str, lengths, test_seed: int | None, device, hooks: Ho
     check_recorded_model(run_dir, experiment, cfg)
     lengths = tuple(lengths or (experiment.lengths if experiment else ()))
     if not lengths:
-        raise UserError(f"{run_dir!r} has no experiment record to take test lengths from; pass --lengths")
+        raise UserError(
+            f"{run_dir!r} has no experiment record to take test lengths from; pass --lengths"
+        )
     frames = test_frames(experiment, cfg, lengths, test_frame)  # every length fits, the batches
-    check_evaluation(cfg, max(frames), device, operand_count(max(lengths)))  # fit in memory and the record can be written, before any work
+    check_evaluation(
+        cfg, max(frames), device, operand_count(max(lengths))
+    )  # fit in memory and the record can be written, before any work
     check_writable(run_dir, "RUN_DIR")
     read_eval(run_dir)  # a record of the wrong shape is refused before any work
     test_seed = test_seed if test_seed is not None else experiment.test_seed if experiment else 0
     with lock_run(run_dir):
-        weights = {**checkpoint_identity(run_dir), "step": state["step"]}  # the model tested: checkpoint path, hash, step
-        with tracker_for(experiment, cfg, run_dir, "eval", tracking, lengths=list(lengths), test_seed=test_seed, weights=weights) as tracker:
+        weights = {
+            **checkpoint_identity(run_dir),
+            "step": state["step"],
+        }  # the model tested: checkpoint path, hash, step
+        with tracker_for(
+            experiment,
+            cfg,
+            run_dir,
+            "eval",
+            tracking,
+            lengths=list(lengths),
+            test_seed=test_seed,
+            weights=weights,
+        ) as tracker:
             if experiment:
                 tracker.use(artifact_name("model", experiment.identity))
-            result = evaluate(run_dir, experiment, cfg, model, state["history"], lengths, test_seed, hooks, tracker, batch_size=batch_size,
-                              test_frame=test_frame, weights=weights, **recorded_source(run_dir, experiment))
+            result = evaluate(
+                run_dir,
+                experiment,
+                cfg,
+                model,
+                state["history"],
+                lengths,
+                test_seed,
+                hooks,
+                tracker,
+                batch_size=batch_size,
+                test_frame=test_frame,
+                weights=weights,
+                **recorded_source(run_dir, experiment),
+            )
             log_pictures(tracker, model, experiment, cfg, state["step"])
             return result
 
@@ -477,9 +856,18 @@ def check_recorded_model(run_dir: str, experiment: Experiment | None, cfg: RunCo
         return
     recorded = experiment.run
     if (recorded.task, recorded.model_config()) != (cfg.task, cfg.model_config()):
-        theirs, ours = asdict(cfg.model_config()) | {"task": cfg.task}, asdict(recorded.model_config()) | {"task": recorded.task}
-        changed = ", ".join(f"{k} {theirs[k]!r} there, {ours[k]!r} in experiment.json" for k in ours if theirs[k] != ours[k])
-        raise UserError(f"{os.path.join(run_dir, 'checkpoint.pt')!r} holds another model than its experiment.json records ({changed})")
+        theirs, ours = (
+            asdict(cfg.model_config()) | {"task": cfg.task},
+            asdict(recorded.model_config()) | {"task": recorded.task},
+        )
+        changed = ", ".join(
+            f"{k} {theirs[k]!r} there, {ours[k]!r} in experiment.json"
+            for k in ours
+            if theirs[k] != ours[k]
+        )
+        raise UserError(
+            f"{os.path.join(run_dir, 'checkpoint.pt')!r} holds another model than its experiment.json records ({changed})"
+        )
 
 
 def use_threads(threads: int | None) -> None:

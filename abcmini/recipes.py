@@ -20,18 +20,33 @@ MAX_DEPTH = 4  # a recipe's deepest value is calibration: {rules: ...} or length
 
 PAPER = Recipe()
 PAPER64 = PAPER.derive(
-    name=("paper64", "the paper's own frame: the shipped sources and the records docs/paper-gaps.md compares"),
+    name=(
+        "paper64",
+        "the paper's own frame: the shipped sources and the records docs/paper-gaps.md compares",
+    ),
     pad_width=(64, "the paper's fixed frame, wide enough for the 60-digit column"),
     test_frame=("fixed", "test every length in the training frame (the paper)"),
     cpi_from=("start", "CPI (+T=3) counts input positions from the first token (the paper)"),
     window_unit=("column", "the window counted in input columns either side of the operand pair"),
-    steps_parity_plain=(300, "at pad 64 a Parity step costs 3.6 s and Vanilla stays at 0%: capped short"),
+    steps_parity_plain=(
+        300,
+        "at pad 64 a Parity step costs 3.6 s and Vanilla stays at 0%: capped short",
+    ),
 )
 ABC64 = PAPER64.derive(
-    name=("abc64", "the paper's protocol for ABC: source, calibration, retraining and tests in one pad-64 frame"),
+    name=(
+        "abc64",
+        "the paper's protocol for ABC: source, calibration, retraining and tests in one pad-64 frame",
+    ),
     abc_pad_width=(64, "the source trains, and ABC calibrates and retrains, in the paper's frame"),
-    abc_frame_spread=(0, "one fixed frame, as the paper: no frames of other widths to carry lines into"),
-    abc_train_on=(1.0, "the paper names no train-on phase: the retraining stops at 99.9% validation"),
+    abc_frame_spread=(
+        0,
+        "one fixed frame, as the paper: no frames of other widths to carry lines into",
+    ),
+    abc_train_on=(
+        1.0,
+        "the paper names no train-on phase: the retraining stops at 99.9% validation",
+    ),
     abc_valid_size=(1000, "as the shipped pad-64 sources (results/sources/paper64) were validated"),
 )
 QUICK = PAPER.derive(
@@ -44,26 +59,61 @@ QUICK = PAPER.derive(
     calibration_samples=(500, "half the calibration inputs"),
 )
 LONG = PAPER.derive(
-    name=("long", "beyond the training frame: train in a pad-12 frame, test up to 500 digits in frames that follow the length"),
+    name=(
+        "long",
+        "beyond the training frame: train in a pad-12 frame, test up to 500 digits in frames that follow the length",
+    ),
     pad_width=(12, "a small frame: cheap steps; the scaffolds do not depend on its width"),
-    lengths=((6, 10, 20, 60, 100, 200, 500), "from inside the training frame to 70 times the longest training number"),
-    test_frame=("follows", "each length in a frame of the length plus the training numbers' leading zeros"),
-    cpi_from=("end", "CPI counted from the least significant digit keeps each digit's phase in any frame"),
-    train_on=(3.0, "ABS windows train on to 3x the step that reached stop_at: carries over hundreds of digits need it"),
+    lengths=(
+        (6, 10, 20, 60, 100, 200, 500),
+        "from inside the training frame to 70 times the longest training number",
+    ),
+    test_frame=(
+        "follows",
+        "each length in a frame of the length plus the training numbers' leading zeros",
+    ),
+    cpi_from=(
+        "end",
+        "CPI counted from the least significant digit keeps each digit's phase in any frame",
+    ),
+    train_on=(
+        3.0,
+        "ABS windows train on to 3x the step that reached stop_at: carries over hundreds of digits need it",
+    ),
     valid_size=(500, "half the validation set: minutes, not hours"),
-    steps_nx1_window=(12000, "N×1 +T=3 reaches 99.9% late: 3x it passed 4,000 steps; today's methods share the ABS rule"),
-    window_unit=("column", "the window counted in input columns, as results/long's ABS records were trained"),
+    steps_nx1_window=(
+        12000,
+        "N×1 +T=3 reaches 99.9% late: 3x it passed 4,000 steps; today's methods share the ABS rule",
+    ),
+    window_unit=(
+        "column",
+        "the window counted in input columns, as results/long's ABS records were trained",
+    ),
 )
 DECODER = LONG.derive(
-    name=("decoder", "the long protocol in a decoder-only model: prompt and answer in one causal sequence"),
+    name=(
+        "decoder",
+        "the long protocol in a decoder-only model: prompt and answer in one causal sequence",
+    ),
     arch=("decoder", "GPT-style, as most models researchers use; ABC calibrates its answer rows"),
 )
 MULTIADD = LONG.derive(
-    name=("multiadd", "the long protocol for tasks beyond the paper's (docs/multi-operand.md): more steps for the source"),
-    steps=(16000, "seed 0's multiadd source learns 2-4 operands by 16,000 steps (75%), 5 not yet: 4,000 cuts it short"),
-    lengths=((7, 14, 35), "1x, 2x and 5x the pool's 7 digits: at 500 digits one multiadd input (357 operands) needs about 3,900 GiB"),
+    name=(
+        "multiadd",
+        "the long protocol for tasks beyond the paper's (docs/multi-operand.md): more steps for the source",
+    ),
+    steps=(
+        16000,
+        "seed 0's multiadd source learns 2-4 operands by 16,000 steps (75%), 5 not yet: 4,000 cuts it short",
+    ),
+    lengths=(
+        (7, 14, 35),
+        "1x, 2x and 5x the pool's 7 digits: at 500 digits one multiadd input (357 operands) needs about 3,900 GiB",
+    ),
 )
-RECIPES = {recipe.name: recipe for recipe in (PAPER, PAPER64, ABC64, QUICK, LONG, DECODER, MULTIADD)}
+RECIPES = {
+    recipe.name: recipe for recipe in (PAPER, PAPER64, ABC64, QUICK, LONG, DECODER, MULTIADD)
+}
 
 
 def _tuples(value):
@@ -74,12 +124,22 @@ def _tuples(value):
 def _checked(name: str, value, kind, where: str):
     """``value`` if it has the field's type (an int is a float too; a list of integers is a tuple), else one line."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    ok = {int: isinstance(value, int) and not isinstance(value, bool), float: number and math.isfinite(value), str: isinstance(value, str),
-          tuple: isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value),
-          int | None: value is None or (isinstance(value, int) and not isinstance(value, bool))}.get(kind, True)
+    ok = {
+        int: isinstance(value, int) and not isinstance(value, bool),
+        float: number and math.isfinite(value),
+        str: isinstance(value, str),
+        tuple: isinstance(value, list)
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value),
+        int | None: value is None or (isinstance(value, int) and not isinstance(value, bool)),
+    }.get(kind, True)
     if not ok:
-        expected = {int: "an integer", float: "a finite number", str: "a string", tuple: "a list of integers",
-                    int | None: "an integer or null"}[kind]
+        expected = {
+            int: "an integer",
+            float: "a finite number",
+            str: "a string",
+            tuple: "a list of integers",
+            int | None: "an integer or null",
+        }[kind]
         raise ConfigError(f"{where}: {name} must be {expected}, got {value!r}")
     if kind is tuple and len(value) > MAX_LIST:
         raise ConfigError(f"{where}: {name} has {len(value):,} entries; at most {MAX_LIST:,}")
@@ -97,10 +157,14 @@ def _from_dict(cls, data: dict, where: str):
     for name, value in data.items():
         if name == "calibration":
             if value is not None and not isinstance(value, dict):
-                raise ConfigError(f"{where}: calibration must be a mapping of calibration fields, got {value!r}")
+                raise ConfigError(
+                    f"{where}: calibration must be a mapping of calibration fields, got {value!r}"
+                )
             value = _from_dict(Calibration, value or {}, where)
         elif name != "changes":
-            kind = int | None if name == "pad_width" else known[name].type  # pad_width: null is the growing geometry
+            kind = (
+                int | None if name == "pad_width" else known[name].type
+            )  # pad_width: null is the growing geometry
             value = _checked(name if cls is Recipe else f"calibration.{name}", value, kind, where)
         values[name] = _tuples(value)
     return values
@@ -111,16 +175,24 @@ def load_recipe(name_or_path: str, _chain: tuple = ()) -> Recipe:
     if name_or_path in RECIPES:
         return RECIPES[name_or_path]
     if os.path.realpath(name_or_path) in _chain:
-        raise ConfigError(f"recipe file {name_or_path!r}: its base: chain comes back to it; base it on a named recipe")
+        raise ConfigError(
+            f"recipe file {name_or_path!r}: its base: chain comes back to it; base it on a named recipe"
+        )
     if not os.path.exists(name_or_path):
-        raise ConfigError(f"unknown recipe {name_or_path!r}; choose one of {', '.join(RECIPES)} or give a recipe YAML file")
+        raise ConfigError(
+            f"unknown recipe {name_or_path!r}; choose one of {', '.join(RECIPES)} or give a recipe YAML file"
+        )
     data = read_yaml(name_or_path, "recipe file", MAX_RECIPE_BYTES, MAX_DEPTH, ConfigError)
     if not isinstance(data, dict) or not data:
-        raise ConfigError(f"recipe file {name_or_path!r} does not hold a mapping of fields (base: paper, then the fields it changes)")
+        raise ConfigError(
+            f"recipe file {name_or_path!r} does not hold a mapping of fields (base: paper, then the fields it changes)"
+        )
     base = load_recipe(str(data.pop("base", "paper")), (*_chain, os.path.realpath(name_or_path)))
     reasons = data.pop("why", {}) or {}  # field → the reason for its new value
     if not isinstance(reasons, dict):
-        raise ConfigError(f"recipe file {name_or_path!r}: why: maps a field to the reason for its value")
+        raise ConfigError(
+            f"recipe file {name_or_path!r}: why: maps a field to the reason for its value"
+        )
     data["changes"] = [[str(k), str(v)] for k, v in {**dict(base.changes), **reasons}.items()]
     data.setdefault("name", os.path.splitext(os.path.basename(name_or_path))[0])
     values = _from_dict(Recipe, data, f"recipe file {name_or_path!r}")

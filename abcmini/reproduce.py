@@ -17,13 +17,13 @@ import threading
 import time
 import traceback
 from contextlib import ExitStack
-from multiprocessing import connection
 from dataclasses import asdict, dataclass, field, replace
+from multiprocessing import connection
 
 from abcmini import commit
+from abcmini.config import Recipe
 from abcmini.errors import Stopped, UserError
 from abcmini.experiment import MAIN_TASKS, Cell, Experiment, cell_dir, resolve
-from abcmini.config import Recipe
 from abcmini.pipeline import Tracking, run_cell, train_source, use_threads
 from abcmini.store import StoreError, lock_run, read_eval, save_json
 
@@ -46,7 +46,11 @@ class Job:
 
     @property
     def source_dir(self) -> str | None:
-        return cell_dir(self.root, self.experiment.source_experiment()) if self.experiment.source else None
+        return (
+            cell_dir(self.root, self.experiment.source_experiment())
+            if self.experiment.source
+            else None
+        )
 
     @property
     def cell(self) -> Cell:
@@ -54,27 +58,40 @@ class Job:
 
     def source(self) -> "Job":
         """The Vanilla cell an ABC job calibrates from."""
-        return Job(self.experiment.source_experiment(), self.root, train_only=True, group=self.experiment.identity)
+        return Job(
+            self.experiment.source_experiment(),
+            self.root,
+            train_only=True,
+            group=self.experiment.identity,
+        )
 
     def done(self) -> bool:
         if self.train_only:  # resuming a finished training costs a checkpoint read
             return False
         record = read_eval(self.run_dir) if os.path.isdir(self.run_dir) else None
-        return record is not None and all(str(n) in record.get("accuracy", {}) for n in self.experiment.lengths)
+        return record is not None and all(
+            str(n) in record.get("accuracy", {}) for n in self.experiment.lengths
+        )
 
 
 def table_cells(tasks, methods, seeds) -> list[Cell]:
     """The cells of the paper's two tables among ``tasks × methods × seeds`` (the main table has
     no Parity row: Vanilla cannot interpolate it, so there is nothing to calibrate)."""
     cells = [Cell.of(task, method, seed) for task in tasks for method in methods for seed in seeds]
-    return [cell for cell in cells if cell.task in MAIN_TASKS or cell.method not in ("abc", "alibi", "rope")]
+    return [
+        cell
+        for cell in cells
+        if cell.task in MAIN_TASKS or cell.method not in ("abc", "alibi", "rope")
+    ]
 
 
 def plan(recipe: Recipe, cells, root: str, overrides: dict | None = None) -> list[Job]:
     """A job per cell, resolved (and so validated) before any training; an ABC cell brings the
     Vanilla run it calibrates from, tested only where it is a cell of the table too."""
     cells = [Job(resolve(recipe, cell, overrides), root) for cell in cells]
-    jobs = [one for job in cells for one in ([job, job.source()] if job.experiment.source else [job])]
+    jobs = [
+        one for job in cells for one in ([job, job.source()] if job.experiment.source else [job])
+    ]
     return [replace(job, train_only=job not in cells) for job in dict.fromkeys(jobs)]
 
 
@@ -91,8 +108,14 @@ def run_job(job: Job, tracking: Tracking = Tracking()) -> dict:
         if job.train_only:
             trainer = train_source(job.experiment, job.run_dir, tracking=tracking, group=job.group)
             last = trainer.history[-1] if trainer.history else {}
-            return {"task": job.cell.task, "method": job.experiment.run.label, "seed": job.cell.seed, "train_steps": last.get("step"),
-                    "train_seconds": last.get("seconds"), "valid_acc": last.get("valid_acc")}
+            return {
+                "task": job.cell.task,
+                "method": job.experiment.run.label,
+                "seed": job.cell.seed,
+                "train_steps": last.get("step"),
+                "train_seconds": last.get("seconds"),
+                "valid_acc": last.get("valid_acc"),
+            }
         if job.done():
             return read_eval(job.run_dir)
         return run_cell(job.experiment, job.run_dir, job.source_dir, tracking=tracking)
@@ -135,9 +158,16 @@ class Invocation:
     @classmethod
     def begin(cls, jobs: list[Job], workers: int, to_do: int) -> "Invocation":
         unique = lambda values: list(dict.fromkeys(values))  # noqa: E731
-        return cls(root=jobs[0].root, started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                   tasks=unique(j.cell.task for j in jobs), methods=unique(j.cell.method for j in jobs),
-                   seeds=sorted({j.cell.seed for j in jobs}), workers=workers, jobs=len(jobs), to_do=to_do)
+        return cls(
+            root=jobs[0].root,
+            started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            tasks=unique(j.cell.task for j in jobs),
+            methods=unique(j.cell.method for j in jobs),
+            seeds=sorted({j.cell.seed for j in jobs}),
+            workers=workers,
+            jobs=len(jobs),
+            to_do=to_do,
+        )
 
     def save(self) -> None:
         entries = [e for e in read_invocations(self.root) if e["started"] != self.started]
@@ -146,8 +176,17 @@ class Invocation:
         save_json(os.path.join(self.root, INVOCATIONS), entries + [entry])
 
 
-INVOCATION_FIELDS = {"started": str, "tasks": list, "methods": list, "seeds": list, "jobs": int, "to_do": int, "done": int,
-                     "seconds": (int, float), "finished": bool}
+INVOCATION_FIELDS = {
+    "started": str,
+    "tasks": list,
+    "methods": list,
+    "seeds": list,
+    "jobs": int,
+    "to_do": int,
+    "done": int,
+    "seconds": (int, float),
+    "finished": bool,
+}
 
 
 def read_invocations(root: str) -> list[dict]:
@@ -159,13 +198,19 @@ def read_invocations(root: str) -> list[dict]:
         with open(path) as f:
             entries = json.load(f)
     except (OSError, ValueError) as error:
-        raise StoreError(f"invocations ledger {path!r} is unreadable or not valid JSON ({type(error).__name__}); move it away to start a new one") from None
+        raise StoreError(
+            f"invocations ledger {path!r} is unreadable or not valid JSON ({type(error).__name__}); move it away to start a new one"
+        ) from None
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise StoreError(f"invocations ledger {path!r} must hold a list of invocations (objects)")
     for i, entry in enumerate(entries):
         for name, kind in INVOCATION_FIELDS.items():
-            if not isinstance(entry.get(name), kind) or (kind is int and isinstance(entry.get(name), bool)):
-                raise StoreError(f"invocations ledger {path!r}: invocation {i} lacks {name!r} or it is not {getattr(kind, '__name__', 'a number')}")
+            if not isinstance(entry.get(name), kind) or (
+                kind is int and isinstance(entry.get(name), bool)
+            ):
+                raise StoreError(
+                    f"invocations ledger {path!r}: invocation {i} lacks {name!r} or it is not {getattr(kind, '__name__', 'a number')}"
+                )
     return entries
 
 
@@ -177,11 +222,15 @@ def next_job(waiting: list[Job], busy: set[Job]) -> Job | None:
     abc = lambda job: job.experiment.source is not None  # noqa: E731
     sources = {job.source() for job in waiting if abc(job)}
     ready = [job for job in waiting if not abc(job) or job.source() not in busy]
-    ranked = sorted(ready, key=lambda job: (not abc(job), job not in sources))  # stable: plan order within a rank
+    ranked = sorted(
+        ready, key=lambda job: (not abc(job), job not in sources)
+    )  # stable: plan order within a rank
     return ranked[0] if ranked else None
 
 
-def run_all(jobs: list[Job], workers: int, on_done=None, tracking: Tracking = Tracking()) -> list[dict]:
+def run_all(
+    jobs: list[Job], workers: int, on_done=None, tracking: Tracking = Tracking()
+) -> list[dict]:
     """Every job in a worker process of its own, ``workers`` at a time, in ``next_job``'s order
     (ABC after its Vanilla run). A worker that dies (the OOM killer's SIGKILL) costs its own cell
     only: the cell is recorded as failed with the signal, the others go on. The invocation's wall
@@ -197,14 +246,23 @@ def run_all(jobs: list[Job], workers: int, on_done=None, tracking: Tracking = Tr
     try:
         try:
             while waiting or running:
-                while len(running) < workers and (job := next_job(waiting, {*waiting, *(j for j, _ in running.values())})):
+                while len(running) < workers and (
+                    job := next_job(waiting, {*waiting, *(j for j, _ in running.values())})
+                ):
                     waiting.remove(job)
                     receive, send = context.Pipe(duplex=False)
-                    process = context.Process(target=work, args=(job, tracking, send, os.getpid(), stop))
+                    process = context.Process(
+                        target=work, args=(job, tracking, send, os.getpid(), stop)
+                    )
                     process.start()
                     send.close()  # the worker holds the only sending end: its death reads as end of file
                     running[receive] = (job, process)
-                ready = set(connection.wait([*running, *(process.sentinel for _, process in running.values())], timeout=60))
+                ready = set(
+                    connection.wait(
+                        [*running, *(process.sentinel for _, process in running.values())],
+                        timeout=60,
+                    )
+                )
                 for receive, (job, process) in list(running.items()):
                     if receive in ready or process.sentinel in ready:
                         del running[receive]
@@ -250,16 +308,27 @@ def collect(job: Job, receive, process) -> dict:
     if result is not None:
         return result
     code = process.exitcode
-    cause = f"killed by signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"ended with exit code {code}"
-    return {"task": job.cell.task, "method": job.cell.method, "seed": job.cell.seed,
-            "error": f"its worker was {cause} before the cell finished; the cell keeps its last checkpoint and the same command resumes it"}
+    cause = (
+        f"killed by signal {-code} ({signal.Signals(-code).name})"
+        if code < 0
+        else f"ended with exit code {code}"
+    )
+    return {
+        "task": job.cell.task,
+        "method": job.cell.method,
+        "seed": job.cell.seed,
+        "error": f"its worker was {cause} before the cell finished; the cell keeps its last checkpoint and the same command resumes it",
+    }
 
 
 def failure(job: Job, error: Exception) -> dict:
     """A cell's error as its result (a bug's with its traceback)."""
-    result = {"task": job.cell.task, "method": job.cell.method, "seed": job.cell.seed, "error": str(error)}
+    result = {
+        "task": job.cell.task,
+        "method": job.cell.method,
+        "seed": job.cell.seed,
+        "error": str(error),
+    }
     if not isinstance(error, UserError):
         result["traceback"] = "".join(traceback.format_exception(error))
     return result
-
-

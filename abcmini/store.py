@@ -65,7 +65,9 @@ def atomic_write(path: str, write) -> None:
     ``NAME.backup01.tmp`` is not of that shape and stays)."""
     tmp = None
     directory, name = os.path.dirname(os.path.abspath(path)), os.path.basename(path)
-    for stale in glob.glob(os.path.join(glob.escape(directory), f"{glob.escape(name)}.{TMP_MARK}{'[a-z0-9_]' * 8}.tmp")):
+    for stale in glob.glob(
+        os.path.join(glob.escape(directory), f"{glob.escape(name)}.{TMP_MARK}{'[a-z0-9_]' * 8}.tmp")
+    ):
         os.remove(stale)  # what an earlier write to this path left when it was killed
     try:
         fd, tmp = tempfile.mkstemp(prefix=f"{name}.{TMP_MARK}", suffix=".tmp", dir=directory)
@@ -78,7 +80,11 @@ def atomic_write(path: str, write) -> None:
     except (OSError, RuntimeError) as error:  # torch.save reports a full disk as a RuntimeError
         if tmp and os.path.lexists(tmp):
             os.remove(tmp)
-        reason = (error.strerror or str(error)) if isinstance(error, OSError) else "the write stopped short (a full disk or a file size limit)"
+        reason = (
+            (error.strerror or str(error))
+            if isinstance(error, OSError)
+            else "the write stopped short (a full disk or a file size limit)"
+        )
         raise StoreError(f"cannot write {path!r}: {reason}") from None
     except BaseException:
         if tmp and os.path.lexists(tmp):
@@ -104,8 +110,12 @@ def load_torch(path: str, what: str, error=StoreError) -> dict:
 
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # truncated, corrupt, not a torch file, or a pickle that wants to run code
-        raise error(f"{what} {path!r} is unreadable ({type(exc).__name__}); it may be truncated or corrupt") from None
+    except (
+        Exception
+    ) as exc:  # truncated, corrupt, not a torch file, or a pickle that wants to run code
+        raise error(
+            f"{what} {path!r} is unreadable ({type(exc).__name__}); it may be truncated or corrupt"
+        ) from None
     if not isinstance(state, dict):
         raise error(f"{path!r} is not an abcmini {what}")
     return state
@@ -170,18 +180,38 @@ def check_checkpoint(path: str, state: dict) -> dict:
     history of entries), else one line naming the file and what is wrong."""
     import torch
 
-    parts = {"config": (dict, "a mapping of run fields"), "model": (dict, "a mapping of tensors"), "history": (list, "a list of entries")}
+    parts = {
+        "config": (dict, "a mapping of run fields"),
+        "model": (dict, "a mapping of tensors"),
+        "history": (list, "a list of entries"),
+    }
     for name, (kind, expected) in parts.items():
         if name not in state:
-            raise CheckpointError(f"checkpoint {path!r} lacks its {name!r}; it is not a complete abcmini checkpoint")
+            raise CheckpointError(
+                f"checkpoint {path!r} lacks its {name!r}; it is not a complete abcmini checkpoint"
+            )
         if not isinstance(state[name], kind):
-            raise CheckpointError(f"checkpoint {path!r}: {name!r} must be {expected}, got {type(state[name]).__name__}")
-    if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state["model"].items()):
+            raise CheckpointError(
+                f"checkpoint {path!r}: {name!r} must be {expected}, got {type(state[name]).__name__}"
+            )
+    if not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state["model"].items()
+    ):
         raise CheckpointError(f"checkpoint {path!r}: 'model' must map parameter names to tensors")
-    if not isinstance(state.get("step", 0), int) or isinstance(state.get("step"), bool) or state.get("step", 0) < 0:
-        raise CheckpointError(f"checkpoint {path!r}: 'step' must be a whole number, got {state.get('step')!r}")
-    if not all(isinstance(entry, dict) and isinstance(entry.get("step"), int) for entry in state["history"]):
-        raise CheckpointError(f"checkpoint {path!r}: 'history' entries must be mappings with a 'step'")
+    if (
+        not isinstance(state.get("step", 0), int)
+        or isinstance(state.get("step"), bool)
+        or state.get("step", 0) < 0
+    ):
+        raise CheckpointError(
+            f"checkpoint {path!r}: 'step' must be a whole number, got {state.get('step')!r}"
+        )
+    if not all(
+        isinstance(entry, dict) and isinstance(entry.get("step"), int) for entry in state["history"]
+    ):
+        raise CheckpointError(
+            f"checkpoint {path!r}: 'history' entries must be mappings with a 'step'"
+        )
     return state  # its config is checked where it becomes a run's (experiment.run_config_of)
 
 
@@ -192,9 +222,18 @@ def has_run(run_dir: str) -> bool:
     record alone is a start that failed before training wrote anything (``has_start``): the
     corrected command may start there again."""
     listed = written(run_dir)
-    ours = listed if listed is not None else (CHECKPOINT, EVAL_FILE, "abc_bias.pt") if is_experiment_record(
-        os.path.join(run_dir, EXPERIMENT_FILE)) else ()  # from before the manifest: by name, beside its experiment record
-    if any(os.path.isfile(os.path.join(run_dir, name)) for name in (CHECKPOINT, EVAL_FILE, "abc_bias.pt") if name in ours):
+    ours = (
+        listed
+        if listed is not None
+        else (CHECKPOINT, EVAL_FILE, "abc_bias.pt")
+        if is_experiment_record(os.path.join(run_dir, EXPERIMENT_FILE))
+        else ()
+    )  # from before the manifest: by name, beside its experiment record
+    if any(
+        os.path.isfile(os.path.join(run_dir, name))
+        for name in (CHECKPOINT, EVAL_FILE, "abc_bias.pt")
+        if name in ours
+    ):
         return True
     source = os.path.join(run_dir, "source")
     return os.path.isdir(source) and has_run(source)
@@ -207,7 +246,11 @@ def has_start(run_dir: str) -> bool:
     if has_run(run_dir):
         return True
     listed = written(run_dir)
-    return EXPERIMENT_FILE in listed if listed is not None else is_experiment_record(os.path.join(run_dir, EXPERIMENT_FILE))
+    return (
+        EXPERIMENT_FILE in listed
+        if listed is not None
+        else is_experiment_record(os.path.join(run_dir, EXPERIMENT_FILE))
+    )
 
 
 def is_experiment_record(path: str) -> bool:
@@ -233,18 +276,31 @@ def check_run_dir(run_dir: str, resume: bool, overwrite: bool, dry_run: bool = F
     if dry_run:
         return started
     if exists and not (resume or overwrite):
-        raise StoreError(f"{run_dir!r} already holds a run; pass --resume to continue it or --overwrite to replace it")
+        raise StoreError(
+            f"{run_dir!r} already holds a run; pass --resume to continue it or --overwrite to replace it"
+        )
     if resume and not started:
         raise StoreError(f"--resume: {run_dir!r} holds no run to continue")
     if overwrite and os.path.isdir(run_dir) and not started:
         raise StoreError(f"--overwrite: {run_dir!r} holds no abcmini run; refusing to delete it")
     if os.path.isdir(run_dir):
-        check_ours(run_dir, (EXPERIMENT_FILE, CHECKPOINT, EVAL_FILE), "--out")  # a user's files of these names stay theirs
+        check_ours(
+            run_dir, (EXPERIMENT_FILE, CHECKPOINT, EVAL_FILE), "--out"
+        )  # a user's files of these names stay theirs
     return started
 
 
-CALIBRATION_FIGURES = tuple(f"abc_{name}.png" for name in ("attention_cross", "attention_self", "bias_cross", "bias_self"))
-LEGACY_FILES = (CHECKPOINT, EXPERIMENT_FILE, EVAL_FILE, "abc_bias.pt", "wandb-id", *CALIBRATION_FIGURES)  # a run from before the manifest
+CALIBRATION_FIGURES = tuple(
+    f"abc_{name}.png" for name in ("attention_cross", "attention_self", "bias_cross", "bias_self")
+)
+LEGACY_FILES = (
+    CHECKPOINT,
+    EXPERIMENT_FILE,
+    EVAL_FILE,
+    "abc_bias.pt",
+    "wandb-id",
+    *CALIBRATION_FIGURES,
+)  # a run from before the manifest
 
 
 def check_ours(directory: str, names, option: str = "--out") -> None:
@@ -254,7 +310,9 @@ def check_ours(directory: str, names, option: str = "--out") -> None:
     for name in names:
         path = os.path.join(directory, name)
         if os.path.lexists(path) and name not in listed:
-            raise StoreError(f"{path!r} was not written by abcmini; refusing to replace it (move it or choose another {option})")
+            raise StoreError(
+                f"{path!r} was not written by abcmini; refusing to replace it (move it or choose another {option})"
+            )
 
 
 def owned(directory: str) -> list[str]:
@@ -272,23 +330,38 @@ def written(directory: str) -> list[str]:
         return None
     with open(path, encoding="utf-8", errors="surrogateescape") as f:
         names = [line.strip() for line in f if line.strip()]
-    return [n for n in dict.fromkeys(names) if not os.path.isabs(n) and ".." not in n.split("/") and n not in (MANIFEST, LOCK)]
+    return [
+        n
+        for n in dict.fromkeys(names)
+        if not os.path.isabs(n) and ".." not in n.split("/") and n not in (MANIFEST, LOCK)
+    ]
 
 
 def note_written(directory: str, *names: str) -> None:
     """Add ``names`` (paths relative to ``directory``) to its manifest of what abcmini wrote."""
     listed = written(directory)
-    if listed is None and has_start(directory):  # a run from before the manifest: what it wrote is known by name
-        listed, names = [], (*(n for n in LEGACY_FILES if os.path.isfile(os.path.join(directory, n))), *names)
+    if listed is None and has_start(
+        directory
+    ):  # a run from before the manifest: what it wrote is known by name
+        listed, names = (
+            [],
+            (*(n for n in LEGACY_FILES if os.path.isfile(os.path.join(directory, n))), *names),
+        )
     new = list(dict.fromkeys(n for n in names if n not in (listed or [])))
     if not new:
         return
     try:
-        fd = os.open(os.path.join(directory, MANIFEST), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        fd = os.open(
+            os.path.join(directory, MANIFEST),
+            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+            0o666,
+        )
         with os.fdopen(fd, "a", encoding="utf-8", errors="surrogateescape") as f:
             f.write("".join(f"{n}\n" for n in new))
     except OSError as error:
-        raise StoreError(f"cannot write {os.path.join(directory, MANIFEST)!r}: {error.strerror or error}") from None
+        raise StoreError(
+            f"cannot write {os.path.join(directory, MANIFEST)!r}: {error.strerror or error}"
+        ) from None
 
 
 def _remove(path: str) -> None:
@@ -307,13 +380,21 @@ def clear_run(run_dir: str) -> list[str]:
         if os.path.lexists(path):
             _remove(path)
         parent = os.path.dirname(path)
-        while os.path.abspath(parent) != os.path.abspath(run_dir) and os.path.isdir(parent) and not os.listdir(parent):
+        while (
+            os.path.abspath(parent) != os.path.abspath(run_dir)
+            and os.path.isdir(parent)
+            and not os.listdir(parent)
+        ):
             os.rmdir(parent)
             parent = os.path.dirname(parent)
     if os.path.lexists(os.path.join(run_dir, MANIFEST)):
         os.remove(os.path.join(run_dir, MANIFEST))
     for folder, _, files in os.walk(run_dir):
-        kept += [os.path.join(folder, name) for name in files if os.path.join(folder, name) != os.path.join(run_dir, LOCK)]
+        kept += [
+            os.path.join(folder, name)
+            for name in files
+            if os.path.join(folder, name) != os.path.join(run_dir, LOCK)
+        ]
     if not os.listdir(run_dir):
         os.rmdir(run_dir)
     return sorted(set(kept))
@@ -350,19 +431,27 @@ def lock_run(run_dir: str, create: bool = True, waiting=None):
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     except OSError as error:
-        raise StoreError(f"{run_dir!r} is not writable: {error.strerror or error} (cannot take its lock {LOCK})") from None
+        raise StoreError(
+            f"{run_dir!r} is not writable: {error.strerror or error} (cannot take its lock {LOCK})"
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 500, 0).decode(errors="replace").strip() or "another process"
             if waiting is None:
-                raise StoreError(f"{run_dir!r} is in use by {holder}; wait for it to end or choose another directory") from None
+                raise StoreError(
+                    f"{run_dir!r} is in use by {holder}; wait for it to end or choose another directory"
+                ) from None
             waiting(f"{run_dir!r} is in use by {holder}; waiting for it to end")
             fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} (abcmini {' '.join(sys.argv[1:2])})\n".encode(), 0)
+            os.pwrite(
+                fd,
+                f"pid {os.getpid()} on {socket.gethostname()} (abcmini {' '.join(sys.argv[1:2])})\n".encode(),
+                0,
+            )
         except OSError as error:  # a full disk
             raise StoreError(f"cannot write {path!r}: {error.strerror or error}") from None
         _held[key] = 1
@@ -400,7 +489,10 @@ def is_same_calibration(path: str, source: str, settings: dict) -> bool:
         payload = load_bias(path)
     except BiasFileError:
         return False
-    calibration = {"algorithm": "abc", **{k: v for k, v in payload.get("calibration", {}).items() if k != "layers"}}
+    calibration = {
+        "algorithm": "abc",
+        **{k: v for k, v in payload.get("calibration", {}).items() if k != "layers"},
+    }
     return payload.get("source") == os.path.abspath(source) and calibration == settings
 
 
@@ -409,10 +501,14 @@ def check_bias_matches(payload: dict, task: str, pad_width, heads: int, path: st
     if payload["task"] != task:
         raise BiasFileError(f"bias file {path!r} was calibrated on {payload['task']}, not {task}")
     if payload["heads"] != heads:
-        raise BiasFileError(f"bias file {path!r} has {payload['heads']} heads; this model has {heads}")
+        raise BiasFileError(
+            f"bias file {path!r} has {payload['heads']} heads; this model has {heads}"
+        )
     if payload["pad_width"] != pad_width:
         geometry = lambda p: f"pad width {p}" if p is not None else "the growing geometry"  # noqa: E731
-        raise BiasFileError(f"bias file {path!r} comes from {geometry(payload['pad_width'])}; this run uses {geometry(pad_width)}")
+        raise BiasFileError(
+            f"bias file {path!r} comes from {geometry(payload['pad_width'])}; this run uses {geometry(pad_width)}"
+        )
 
 
 # ---------------------------------------------------------------- result and experiment records
@@ -420,7 +516,11 @@ def check_bias_matches(payload: dict, task: str, pad_width, heads: int, path: st
 
 def read_eval(run_dir: str) -> dict | None:
     path = os.path.join(run_dir, EVAL_FILE)
-    return check_fields(path, "result record", load_json(path, "result record"), RECORD_SCHEMA) if os.path.exists(path) else None
+    return (
+        check_fields(path, "result record", load_json(path, "result record"), RECORD_SCHEMA)
+        if os.path.exists(path)
+        else None
+    )
 
 
 def _int(v) -> bool:
@@ -428,39 +528,78 @@ def _int(v) -> bool:
 
 
 def _length_map(v, values) -> bool:
-    return isinstance(v, dict) and all(k.isdigit() and int(k) >= 1 and values(x) for k, x in v.items())
+    return isinstance(v, dict) and all(
+        k.isdigit() and int(k) >= 1 and values(x) for k, x in v.items()
+    )
 
 
 _NUMBER = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
 _OPTIONAL_INT = (lambda v: v is None or _int(v), "an integer or null")
-TEST_FIELDS = {"accuracy": (lambda v: _length_map(v, lambda x: _NUMBER(x) and 0 <= x <= 1), "lengths mapped to accuracies in [0, 1]"),
-               "test_seconds": (lambda v: _length_map(v, _NUMBER), "lengths mapped to seconds"),
-               "train_steps": _OPTIONAL_INT, "test_seed": _OPTIONAL_INT,
-               "test_frame": (lambda v: v in ("fixed", "follows"), "fixed or follows")}
-RECORD_SCHEMA = {**TEST_FIELDS, "task": (lambda v: isinstance(v, str), "a task name"), "method": (lambda v: isinstance(v, str), "a method name"),
-                 "seed": (_int, "an integer"), "pad_width": _OPTIONAL_INT,
-                 "train_seconds_by_device": (lambda v: isinstance(v, dict) and all(map(_NUMBER, v.values())),
-                                             "devices mapped to seconds"),
-                 "other_tests": (lambda v: isinstance(v, dict) and all(isinstance(t, dict) for t in v.values()), "a mapping of tests")}
-EXPERIMENT_SCHEMA = {"lengths": (lambda v: isinstance(v, list) and all(_int(n) and n >= 1 for n in v), "a list of lengths (integers ≥ 1)"),
-                     "test_seed": (_int, "an integer"), "test_frame": TEST_FIELDS["test_frame"], "test_pad_width": _OPTIONAL_INT,
-                     "recipe": (lambda v: v is None or isinstance(v, str), "a recipe name"),
-                     "identity": (lambda v: isinstance(v, str), "a string"),
-                     "cell": (lambda v: isinstance(v, dict), "a mapping"), "calibration": (lambda v: v is None or isinstance(v, dict), "a mapping")}
+TEST_FIELDS = {
+    "accuracy": (
+        lambda v: _length_map(v, lambda x: _NUMBER(x) and 0 <= x <= 1),
+        "lengths mapped to accuracies in [0, 1]",
+    ),
+    "test_seconds": (lambda v: _length_map(v, _NUMBER), "lengths mapped to seconds"),
+    "train_steps": _OPTIONAL_INT,
+    "test_seed": _OPTIONAL_INT,
+    "test_frame": (lambda v: v in ("fixed", "follows"), "fixed or follows"),
+}
+RECORD_SCHEMA = {
+    **TEST_FIELDS,
+    "task": (lambda v: isinstance(v, str), "a task name"),
+    "method": (lambda v: isinstance(v, str), "a method name"),
+    "seed": (_int, "an integer"),
+    "pad_width": _OPTIONAL_INT,
+    "train_seconds_by_device": (
+        lambda v: isinstance(v, dict) and all(map(_NUMBER, v.values())),
+        "devices mapped to seconds",
+    ),
+    "other_tests": (
+        lambda v: isinstance(v, dict) and all(isinstance(t, dict) for t in v.values()),
+        "a mapping of tests",
+    ),
+}
+EXPERIMENT_SCHEMA = {
+    "lengths": (
+        lambda v: isinstance(v, list) and all(_int(n) and n >= 1 for n in v),
+        "a list of lengths (integers ≥ 1)",
+    ),
+    "test_seed": (_int, "an integer"),
+    "test_frame": TEST_FIELDS["test_frame"],
+    "test_pad_width": _OPTIONAL_INT,
+    "recipe": (lambda v: v is None or isinstance(v, str), "a recipe name"),
+    "identity": (lambda v: isinstance(v, str), "a string"),
+    "cell": (lambda v: isinstance(v, dict), "a mapping"),
+    "calibration": (lambda v: v is None or isinstance(v, dict), "a mapping"),
+}
 
 
 def check_fields(path: str, what: str, data: dict, schema: dict) -> dict:
     """``data`` if each field of ``schema`` it holds has the expected shape, else one line naming the file and the field."""
     for name, (ok, expected) in schema.items():
         if name in data and not ok(data[name]):
-            raise StoreError(f"{what} {path!r}: field {name!r} must be {expected}, got {json.dumps(data[name])[:60]}")
-    for key, test in (data.get("other_tests") or {}).items() if schema is RECORD_SCHEMA else ():
+            raise StoreError(
+                f"{what} {path!r}: field {name!r} must be {expected}, got {json.dumps(data[name])[:60]}"
+            )
+    for test in (data.get("other_tests") or {}).values() if schema is RECORD_SCHEMA else ():
         check_fields(path, what, test, TEST_FIELDS)
     return data
 
 
-OTHER_TESTS = "other_tests"  # eval.json: tests of the same training state in another frame or test seed
-KEPT_BESIDE = ("test_frame", "test_seed", "train_steps", "accuracy", "test_seconds", "version", "commit", "test_commits")
+OTHER_TESTS = (
+    "other_tests"  # eval.json: tests of the same training state in another frame or test seed
+)
+KEPT_BESIDE = (
+    "test_frame",
+    "test_seed",
+    "train_steps",
+    "accuracy",
+    "test_seconds",
+    "version",
+    "commit",
+    "test_commits",
+)
 
 
 def test_key(test_frame: str, test_seed) -> str:
@@ -474,8 +613,11 @@ def read_eval_of(run_dir: str, train_steps, test_seed, test_frame: str = "fixed"
     old = read_eval(run_dir) or {}
     others = old.get(OTHER_TESTS) if isinstance(old.get(OTHER_TESTS), dict) else {}
     for candidate in (old, others.get(test_key(test_frame, test_seed))):
-        if isinstance(candidate, dict) and (candidate.get("train_steps"), candidate.get("test_seed"),
-                                            candidate.get("test_frame", "fixed")) == (train_steps, test_seed, test_frame):
+        if isinstance(candidate, dict) and (
+            candidate.get("train_steps"),
+            candidate.get("test_seed"),
+            candidate.get("test_frame", "fixed"),
+        ) == (train_steps, test_seed, test_frame):
             return candidate
     return {}
 
@@ -486,7 +628,10 @@ def _merge(old: dict, new: dict) -> dict:
     merged = {**old, **new, "accuracy": {**old.get("accuracy", {}), **new.get("accuracy", {})}}
     merged["accuracy"] = dict(sorted(merged["accuracy"].items(), key=lambda item: int(item[0])))
     if old.get("accuracy") and "commit" in old and "commit" in new:
-        tested = {**old.get("test_commits", {}), **{n: new["commit"] for n in new.get("accuracy", {})}}
+        tested = {
+            **old.get("test_commits", {}),
+            **{n: new["commit"] for n in new.get("accuracy", {})},
+        }
         merged["commit"] = old["commit"]
         merged["test_commits"] = {n: c for n, c in tested.items() if c != old["commit"]}
         if not merged["test_commits"]:
@@ -508,14 +653,18 @@ def write_eval(run_dir: str, record: dict) -> dict:
     experiment = read_experiment(run_dir) or {}
     if not old or key(old) == key(record):
         merged = result = _merge(old, record)
-    elif key(record) == key(experiment):  # the protocol's test takes the record's place; the one there goes beside
+    elif key(record) == key(
+        experiment
+    ):  # the protocol's test takes the record's place; the one there goes beside
         others[key(old)] = {k: old[k] for k in KEPT_BESIDE if k in old}
         run = {k: v for k, v in old.items() if k not in KEPT_BESIDE and k != OTHER_TESTS}
         merged = result = _merge({**run, **others.pop(key(record), {})}, record)
         if others:
             merged[OTHER_TESTS] = others
     else:
-        others[key(record)] = _merge(others.get(key(record), {}), {k: record[k] for k in KEPT_BESIDE if k in record})
+        others[key(record)] = _merge(
+            others.get(key(record), {}), {k: record[k] for k in KEPT_BESIDE if k in record}
+        )
         merged, result = {**old, OTHER_TESTS: others}, {**record, **others[key(record)]}
     note_written(run_dir, EVAL_FILE)
     save_json(os.path.join(run_dir, EVAL_FILE), merged)
@@ -529,4 +678,10 @@ def write_experiment(run_dir: str, record: dict) -> None:
 
 def read_experiment(run_dir: str) -> dict | None:
     path = os.path.join(run_dir, EXPERIMENT_FILE)
-    return check_fields(path, "experiment record", load_json(path, "experiment record"), EXPERIMENT_SCHEMA) if os.path.exists(path) else None
+    return (
+        check_fields(
+            path, "experiment record", load_json(path, "experiment record"), EXPERIMENT_SCHEMA
+        )
+        if os.path.exists(path)
+        else None
+    )

@@ -23,7 +23,9 @@ class SweepFileError(UserError):
 
 
 def _engine():
-    with warnings.catch_warnings():  # the sweeps package emits a pydantic deprecation warning on import
+    with (
+        warnings.catch_warnings()
+    ):  # the sweeps package emits a pydantic deprecation warning on import
         warnings.simplefilter("ignore")
         import sweeps
     return sweeps
@@ -35,20 +37,32 @@ def load_sweep(path: str) -> dict:
     if not isinstance(config, dict):
         raise SweepFileError(f"sweep file {path!r} does not hold a sweep configuration (a mapping)")
     if "program" not in config:
-        raise SweepFileError(f"sweep file {path!r} names no program (abcmini sweeps use program: cli.py)")
+        raise SweepFileError(
+            f"sweep file {path!r} names no program (abcmini sweeps use program: cli.py)"
+        )
     if grid_size(config) > MAX_RUNS:  # before the engine, which takes minutes over a million values
-        raise SweepFileError(f"sweep file {path!r}: its grid has {grid_size(config):,} runs, over {MAX_RUNS:,}")
+        raise SweepFileError(
+            f"sweep file {path!r}: its grid has {grid_size(config):,} runs, over {MAX_RUNS:,}"
+        )
     sweeps = _engine()
     problems = sweeps.schema_violations_from_proposed_config(config)
     if problems:
-        raise SweepFileError(f"sweep file {path!r} is not a valid sweep: {problems[0].splitlines()[0]}")
+        raise SweepFileError(
+            f"sweep file {path!r} is not a valid sweep: {problems[0].splitlines()[0]}"
+        )
     for macro in (part for part in config.get("command", DEFAULT_COMMAND) if "${" in str(part)):
         if macro not in MACROS:
-            raise SweepFileError(f"sweep file {path!r}: unsupported command macro {macro}; use {', '.join(MACROS)}")
+            raise SweepFileError(
+                f"sweep file {path!r}: unsupported command macro {macro}; use {', '.join(MACROS)}"
+            )
     try:
-        expand(config, 1)  # some errors (a grid over a range, bayes without a metric) only show here
+        expand(
+            config, 1
+        )  # some errors (a grid over a range, bayes without a metric) only show here
     except Exception as error:  # noqa: BLE001 — the engine raises several types
-        raise SweepFileError(f"sweep file {path!r} is not a valid sweep: {str(error).splitlines()[0]}") from None
+        raise SweepFileError(
+            f"sweep file {path!r} is not a valid sweep: {str(error).splitlines()[0]}"
+        ) from None
     return config
 
 
@@ -56,7 +70,7 @@ def grid_size(config: dict) -> int:
     """The number of runs of a grid over the sweep's parameters: the product of their numbers of values."""
     size = 1
     parameters = config.get("parameters")
-    for spec in (parameters.values() if isinstance(parameters, dict) else ()):
+    for spec in parameters.values() if isinstance(parameters, dict) else ():
         values = spec.get("values") if isinstance(spec, dict) else None
         size *= len(values) if isinstance(values, list) else 1
     return size
@@ -85,7 +99,11 @@ def command_line(config: dict, params: dict, interpreter: str = sys.executable) 
     for part in config.get("command", DEFAULT_COMMAND):
         if part == "${env}":
             continue  # the agent's /usr/bin/env prefix
-        argv += {"${interpreter}": [interpreter], "${program}": [config["program"]], "${args}": args}.get(part, [str(part)])
+        argv += {
+            "${interpreter}": [interpreter],
+            "${program}": [config["program"]],
+            "${args}": args,
+        }.get(part, [str(part)])
     return argv
 
 

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 import torch
 from einops import rearrange, repeat
 
-from abcmini.errors import UserError
 from abcmini.config import POOL_DIGITS
+from abcmini.errors import UserError
 from abcmini.names import check_task
 
 VOCAB = "0123456789+*$&@"
@@ -59,7 +59,9 @@ def parity_bits(pad_width: int) -> int:
     return (10**pad_width - 1).bit_length()
 
 
-def sequence_lengths(task: str, pad_width: int, aligned: bool = False, operands: int = OPERANDS) -> tuple[int, int]:
+def sequence_lengths(
+    task: str, pad_width: int, aligned: bool = False, operands: int = OPERANDS
+) -> tuple[int, int]:
     """``(encoder input, decoder input)`` lengths of a task's sequences at ``pad_width`` (and
     ``operands`` for multiadd), without building one (what ``format_task`` would give)."""
     check_task(task)
@@ -161,8 +163,9 @@ class Example:
     tgt_out: torch.Tensor  # [n, T]  result + EOS
 
 
-
-def format_task(task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: int, aligned: bool = False) -> Example:
+def format_task(
+    task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: int, aligned: bool = False
+) -> Example:
     """Format operands (digit tensors ``[n, w]``; ``b`` is ``[n]`` single digits for N×1;
     multiadd's ``a`` is ``[n, k, w]``, its ``k`` operands, and ``b`` is None).
 
@@ -178,7 +181,9 @@ def format_task(task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: i
     n = a.shape[0]
     if task == "successor":
         src = _with_boundary(a)
-        result = add_digits(a, pad_digits(torch.ones(n, 1, dtype=torch.long, device=a.device), pad_width))
+        result = add_digits(
+            a, pad_digits(torch.ones(n, 1, dtype=torch.long, device=a.device), pad_width)
+        )
     elif task in ("addition", "nx1"):
         op = torch.full((n, 1), PLUS if task == "addition" else TIMES, device=a.device)
         if task == "addition":
@@ -205,14 +210,19 @@ def _running_sums(a: torch.Tensor, pad_width: int) -> Example:
     a = rearrange(pad_digits(rearrange(a, "n k w -> (n k) w"), pad_width), "(n k) p -> n k p", k=k)
     marks = torch.full((n, k, 1), PLUS, dtype=torch.long, device=a.device)
     marks[:, 0] = SOS
-    width, separator = pad_width + SUM_EXTRA, torch.full((n, 1), PLUS, dtype=torch.long, device=a.device)
+    width, separator = (
+        pad_width + SUM_EXTRA,
+        torch.full((n, 1), PLUS, dtype=torch.long, device=a.device),
+    )
     total, blocks = torch.zeros(n, width, dtype=torch.long, device=a.device), []
     for m in range(k):
         total = pad_digits(add_digits(total, pad_digits(a[:, m], width)), width)
         blocks.append(torch.cat([total.flip(1), separator], dim=1))
     tgt = rearrange(torch.stack(blocks, dim=1), "n k b -> n (k b)")[:, :-1]
     end = torch.full((n, 1), EOS, dtype=torch.long, device=a.device)
-    return _with_sos_eos(torch.cat([rearrange(torch.cat([marks, a], dim=2), "n k p -> n (k p)"), end], dim=1), tgt)
+    return _with_sos_eos(
+        torch.cat([rearrange(torch.cat([marks, a], dim=2), "n k p -> n (k p)"), end], dim=1), tgt
+    )
 
 
 def _partial_sums(a: torch.Tensor, b: torch.Tensor) -> Example:
@@ -221,11 +231,15 @@ def _partial_sums(a: torch.Tensor, b: torch.Tensor) -> Example:
     total, blocks = torch.zeros(n, 2 * width, dtype=torch.long, device=device), []
     separator = torch.full((n, 1), PLUS, dtype=torch.long, device=device)
     for j in range(width):  # s_j < 10^(P + j + 1): block j holds P + j + 1 digits
-        product = pad_digits(torch.nn.functional.pad(mul_digit(a, b[:, width - 1 - j]), (0, j)), 2 * width)
+        product = pad_digits(
+            torch.nn.functional.pad(mul_digit(a, b[:, width - 1 - j]), (0, j)), 2 * width
+        )
         total = pad_digits(add_digits(total, product), 2 * width)
         blocks.append(torch.cat([total.flip(1)[:, : width + j + 1], separator], dim=1))
     times, end = torch.full((n, 1), TIMES, device=device), torch.full((n, 1), EOS, device=device)
-    return _with_sos_eos(torch.cat([_with_boundary(a), times, b, end], dim=1), torch.cat(blocks, dim=1))
+    return _with_sos_eos(
+        torch.cat([_with_boundary(a), times, b, end], dim=1), torch.cat(blocks, dim=1)
+    )
 
 
 def _with_boundary(digits: torch.Tensor) -> torch.Tensor:
@@ -269,7 +283,9 @@ class Pool:
         return cls(perm[:cut], perm[cut:])
 
 
-def sample_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.Generator, count: int | None = None):
+def sample_operands(
+    task: str, numbers: torch.Tensor, n: int, generator: torch.Generator, count: int | None = None
+):
     """Draw ``n`` examples from a split; binary tasks draw each operand independently, multiadd
     ``count`` of them (default ``operand_draw``: one count for the whole draw, as a batch shares one layout)."""
     count = (count or operand_draw(generator)) if task == "multiadd" else 1
@@ -278,7 +294,9 @@ def sample_operands(task: str, numbers: torch.Tensor, n: int, generator: torch.G
     if task == "multiadd":
         return rearrange(a, "(n k) w -> n k w", k=count), None
     if task in ("addition", "multiply"):
-        b = int_to_digits(numbers[torch.randint(len(numbers), (n,), generator=generator)], POOL_DIGITS)
+        b = int_to_digits(
+            numbers[torch.randint(len(numbers), (n,), generator=generator)], POOL_DIGITS
+        )
     elif task == "nx1":
         b = torch.randint(10, (n,), generator=generator)
     else:
@@ -298,22 +316,38 @@ def validation_counts(task: str) -> tuple:
     return tuple(range(2, OPERANDS + 1)) if task == "multiadd" else (None,)
 
 
-def random_numbers(n: int, digits: int, generator: torch.Generator, length: int | None = None) -> torch.Tensor:
+def random_numbers(
+    n: int, digits: int, generator: torch.Generator, length: int | None = None
+) -> torch.Tensor:
     """``[n, digits]`` numbers, most significant digit first, each of a length drawn uniformly
     from 1 … ``digits`` (or exactly ``length``), with a non-zero lead: the training numbers of a
     run past the pool's 7 digits (the pool of [0, 2^20] has no longer ones) or of ``--train-numbers uniform``."""
-    lengths = torch.full((n,), length) if length else torch.randint(1, digits + 1, (n,), generator=generator)
+    lengths = (
+        torch.full((n,), length)
+        if length
+        else torch.randint(1, digits + 1, (n,), generator=generator)
+    )
     draw = torch.randint(10, (n, digits), generator=generator)
     lead = torch.randint(1, 10, (n,), generator=generator)
     start = digits - lengths  # the column of each number's leading digit
     draw = torch.where(torch.arange(digits) < start[:, None], 0, draw)
     rows = torch.arange(n)
-    draw[rows, start] = torch.where(lengths > 1, lead, draw[rows, start])  # a one-digit number may be 0
+    draw[rows, start] = torch.where(
+        lengths > 1, lead, draw[rows, start]
+    )  # a one-digit number may be 0
     return draw
 
 
-def training_operands(task: str, numbers: torch.Tensor | None, n: int, generator: torch.Generator, digits: int = POOL_DIGITS,
-                      length: int | None = None, unequal: bool = False, count: int | None = None):
+def training_operands(
+    task: str,
+    numbers: torch.Tensor | None,
+    n: int,
+    generator: torch.Generator,
+    digits: int = POOL_DIGITS,
+    length: int | None = None,
+    unequal: bool = False,
+    count: int | None = None,
+):
     """Operands of the training distribution: drawn from the pool split ``numbers`` (the paper's
     protocol), or with ``numbers`` None random numbers of up to ``digits`` digits (``length``:
     exactly that many), each operand independently. ``unequal`` (with a ``length``): one operand,
@@ -325,8 +359,14 @@ def training_operands(task: str, numbers: torch.Tensor | None, n: int, generator
     if task == "multiadd":
         count = count or operand_draw(generator)
         if not (unequal and length):
-            return rearrange(random_numbers(n * count, digits, generator, length), "(n k) w -> n k w", k=count), None
-        operands = rearrange(pad_digits(random_numbers(n * count, length, generator), digits), "(n k) w -> n k w", k=count)
+            return rearrange(
+                random_numbers(n * count, digits, generator, length), "(n k) w -> n k w", k=count
+            ), None
+        operands = rearrange(
+            pad_digits(random_numbers(n * count, length, generator), digits),
+            "(n k) w -> n k w",
+            k=count,
+        )
         longest = torch.randint(count, (n,), generator=generator)
         operands[torch.arange(n), longest] = random_numbers(n, digits, generator, length)
         return operands, None
@@ -389,23 +429,32 @@ def extrapolation_operands(task: str, length: int, seed: int):
     generator = torch.Generator().manual_seed(seed * 1_000_003 + length + 7)
     if task == "multiadd":
         count = operand_count(length)
-        others = rearrange(random_numbers(len(a) * (count - 1), length, generator), "(n k) w -> n k w", k=count - 1)
+        others = rearrange(
+            random_numbers(len(a) * (count - 1), length, generator), "(n k) w -> n k w", k=count - 1
+        )
         place = rearrange(torch.randint(count, (len(a),), generator=generator), "n -> n 1")
         slot = rearrange(torch.arange(count), "k -> 1 k")
-        order = torch.where(slot == place, count - 1, slot - (slot > place).long())  # the exact-length one to `place`
+        order = torch.where(
+            slot == place, count - 1, slot - (slot > place).long()
+        )  # the exact-length one to `place`
         every = torch.cat([others, rearrange(a, "n w -> n 1 w")], dim=1)
         return every.gather(1, repeat(order, "n k -> n k w", w=length)), None
     if task == "addition":
         b = exact_length_numbers(length, seed + 1)
         b = b[torch.randperm(len(b), generator=generator)]
-    elif task == "multiply":  # half L × L digits; half one of L and one shorter (uniform in 1 … L − 1), either
+    elif (
+        task == "multiply"
+    ):  # half L × L digits; half one of L and one shorter (uniform in 1 … L − 1), either
         b = exact_length_numbers(length, seed + 1)
         b = b[torch.randperm(len(b), generator=generator)]
         if length > 1:
             half = len(b) // 2
             short = pad_digits(random_numbers(len(b) - half, length - 1, generator), length)
             swap = rearrange(torch.rand(len(short), generator=generator) < 0.5, "n -> n 1")
-            a[half:], b[half:] = torch.where(swap, short, a[half:]), torch.where(swap, b[half:], short)
+            a[half:], b[half:] = (
+                torch.where(swap, short, a[half:]),
+                torch.where(swap, b[half:], short),
+            )
     elif task == "nx1":
         b = torch.randint(10, (len(a),), generator=generator)
     else:

@@ -9,13 +9,26 @@ import torch
 import torch.nn.functional as F
 
 from abcmini import __version__
-from abcmini.nn.biases import Window, scaffold_from_state
 from abcmini.errors import UserError
 from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig, learning_rate, run_config_of, train_on_end
+from abcmini.nn.biases import Window, scaffold_from_state
 from abcmini.nn.decoder import build_model
-from abcmini.store import CheckpointError, check_bias_matches, load_bias, load_checkpoint, save_checkpoint
-from abcmini.tasks import Example, Pool, by_length, format_task, training_operands, validation_counts
+from abcmini.store import (
+    CheckpointError,
+    check_bias_matches,
+    load_bias,
+    load_checkpoint,
+    save_checkpoint,
+)
+from abcmini.tasks import (
+    Example,
+    Pool,
+    by_length,
+    format_task,
+    training_operands,
+    validation_counts,
+)
 
 BUDGET = ("steps", "stop_at", "train_on", "min_steps")  # what a resumed run may change
 
@@ -45,7 +58,11 @@ def scaffold(cfg: RunConfig, abc_bias: dict | None):
     """The scaffold a run trains and decodes with: its ABC bias, its ABS window, or None."""
     if abc_bias:
         return scaffold_from_state(abc_bias)
-    return Window(cfg.window, cfg.aligned, cfg.window_unit == "pair") if cfg.window is not None else None
+    return (
+        Window(cfg.window, cfg.aligned, cfg.window_unit == "pair")
+        if cfg.window is not None
+        else None
+    )
 
 
 def same_bias(a: dict | None, b: dict | None) -> bool:
@@ -64,12 +81,26 @@ def load_weights(model: torch.nn.Module, weights: dict) -> None:
     bias: the scaffold's buffers come from there (checkpoints from before scaffolds were modules
     have none in their weights). Checkpoints from before attention terms were one module name
     them ``attn.relative``/``attn.fire``; they load as ``attn.position_bias``."""
-    scaffold = {key: value for key, value in model.state_dict().items() if key.startswith("scaffold.")}
-    renamed = {re.sub(r"attn\.(relative|fire)\.", "attn.position_bias.", key): value for key, value in weights.items()}
+    scaffold = {
+        key: value for key, value in model.state_dict().items() if key.startswith("scaffold.")
+    }
+    renamed = {
+        re.sub(r"attn\.(relative|fire)\.", "attn.position_bias.", key): value
+        for key, value in weights.items()
+    }
     try:
-        model.load_state_dict({**scaffold, **{key: value for key, value in renamed.items() if not key.startswith("scaffold.")}})
-    except RuntimeError as error:  # tensors of another model: missing, unexpected or of another shape
-        raise CheckpointError(f"checkpoint's weights do not fit its config ({str(error).splitlines()[-1].strip()[:120]})") from None
+        model.load_state_dict(
+            {
+                **scaffold,
+                **{key: value for key, value in renamed.items() if not key.startswith("scaffold.")},
+            }
+        )
+    except (
+        RuntimeError
+    ) as error:  # tensors of another model: missing, unexpected or of another shape
+        raise CheckpointError(
+            f"checkpoint's weights do not fit its config ({str(error).splitlines()[-1].strip()[:120]})"
+        ) from None
 
 
 def load_model(state: dict, device="cpu") -> tuple[RunConfig, torch.nn.Module]:
@@ -98,24 +129,46 @@ class Trainer:
         pool = Pool.make(cfg.data_seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)
         valid_generator = torch.Generator().manual_seed(cfg.data_seed + 1)
-        digits, counts = cfg.train_digits, validation_counts(cfg.task)  # multiadd: a set per operand count
+        digits, counts = (
+            cfg.train_digits,
+            validation_counts(cfg.task),
+        )  # multiadd: a set per operand count
         # the pool's splits, or None: numbers drawn digit by digit (tasks.training_operands)
         train, valid = (pool.train, pool.valid) if cfg.from_pool else (None, None)
         if cfg.varied:  # one validation set per length, each in its own frame; lengths the split lacks are left out
             self.train_numbers = by_length(train) if cfg.from_pool else [None] * digits
             valid_numbers = by_length(valid) if cfg.from_pool else [None] * digits
-            draws = [(length, numbers, count) for length, numbers in enumerate(valid_numbers, 1) for count in counts]
+            draws = [
+                (length, numbers, count)
+                for length, numbers in enumerate(valid_numbers, 1)
+                for count in counts
+            ]
             sizes = [len(part) for part in torch.arange(cfg.valid_size).tensor_split(len(draws))]
             unequal = cfg.operand_lengths == "unequal"
-            self.valid_sets = [format_task(cfg.task, *training_operands(cfg.task, numbers, size, valid_generator, digits, length,
-                                                                        unequal, count), length, cfg.aligned)
-                               for (length, numbers, count), size in zip(draws, sizes) if size and (numbers is None or len(numbers))]
+            self.valid_sets = [
+                format_task(
+                    cfg.task,
+                    *training_operands(
+                        cfg.task, numbers, size, valid_generator, digits, length, unequal, count
+                    ),
+                    length,
+                    cfg.aligned,
+                )
+                for (length, numbers, count), size in zip(draws, sizes)
+                if size and (numbers is None or len(numbers))
+            ]
         else:
             self.train_numbers = train
             sizes = [len(part) for part in torch.arange(cfg.valid_size).tensor_split(len(counts))]
-            self.valid_sets = [format_task(cfg.task, *training_operands(cfg.task, valid, size, valid_generator, digits, count=count),
-                                           cfg.train_pad_width, cfg.aligned)
-                               for count, size in zip(counts, sizes)]
+            self.valid_sets = [
+                format_task(
+                    cfg.task,
+                    *training_operands(cfg.task, valid, size, valid_generator, digits, count=count),
+                    cfg.train_pad_width,
+                    cfg.aligned,
+                )
+                for count, size in zip(counts, sizes)
+            ]
         self.valid = self.valid_sets[-1]  # the longest: what the attention figures draw
         self.step_count, self.history, self.elapsed = 0, [], 0.0
 
@@ -126,11 +179,24 @@ class Trainer:
         cfg = self.cfg
         if cfg.varied:
             length = int(torch.randint(1, cfg.train_digits + 1, (1,), generator=self.generator))
-            a, b = training_operands(cfg.task, self.train_numbers[length - 1], cfg.batch_size, self.generator, cfg.train_digits, length,
-                                     cfg.operand_lengths == "unequal")
+            a, b = training_operands(
+                cfg.task,
+                self.train_numbers[length - 1],
+                cfg.batch_size,
+                self.generator,
+                cfg.train_digits,
+                length,
+                cfg.operand_lengths == "unequal",
+            )
             return format_task(cfg.task, a, b, length, cfg.aligned)
-        a, b = training_operands(cfg.task, self.train_numbers, cfg.batch_size, self.generator, cfg.train_digits)
-        spread = int(torch.randint(cfg.frame_spread + 1, (1,), generator=self.generator)) if cfg.frame_spread else 0
+        a, b = training_operands(
+            cfg.task, self.train_numbers, cfg.batch_size, self.generator, cfg.train_digits
+        )
+        spread = (
+            int(torch.randint(cfg.frame_spread + 1, (1,), generator=self.generator))
+            if cfg.frame_spread
+            else 0
+        )
         return format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.aligned)
 
     def step(self) -> float:
@@ -142,8 +208,14 @@ class Trainer:
         value = loss.item()
         if not math.isfinite(value):
             kept = self.history[-1]["step"] if self.history else None
-            raise DivergedError(f"loss became {value} at step {self.step_count + 1}; "
-                                + (f"the last good checkpoint (step {kept}) is kept" if kept else "no checkpoint was written yet"))
+            raise DivergedError(
+                f"loss became {value} at step {self.step_count + 1}; "
+                + (
+                    f"the last good checkpoint (step {kept}) is kept"
+                    if kept
+                    else "no checkpoint was written yet"
+                )
+            )
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(cfg, self.step_count, self.reached)
         self.optimizer.zero_grad(set_to_none=True)
@@ -154,7 +226,12 @@ class Trainer:
         return value
 
     def validate(self) -> float:
-        return torch.cat([exact_match(self.model, example) for example in self.valid_sets]).float().mean().item()
+        return (
+            torch.cat([exact_match(self.model, example) for example in self.valid_sets])
+            .float()
+            .mean()
+            .item()
+        )
 
     def state(self) -> dict:
         return {
@@ -178,18 +255,36 @@ class Trainer:
             return False
         state = load_checkpoint(self.run_dir)
         if self.abc_bias is not None and not same_bias(state.get("abc_bias"), self.abc_bias):
-            raise UserError(f"{self.run_dir!r} was trained with another bias than {self.cfg.bias_file!r} holds now; "
-                            "the bias file changed since the run started")
-        theirs = {k: v for k, v in run_config_of(state).to_dict().items() if k not in BUDGET}  # a later field: its default
+            raise UserError(
+                f"{self.run_dir!r} was trained with another bias than {self.cfg.bias_file!r} holds now; "
+                "the bias file changed since the run started"
+            )
+        theirs = {
+            k: v for k, v in run_config_of(state).to_dict().items() if k not in BUDGET
+        }  # a later field: its default
         ours = {k: v for k, v in self.cfg.to_dict().items() if k not in BUDGET}
         if theirs != ours:
-            changed = ", ".join(f"{k}: {theirs.get(k)!r} there, {ours[k]!r} here" for k in ours if theirs.get(k) != ours[k])
-            raise UserError(f"{self.run_dir!r} was trained with a different configuration ({changed})")
+            changed = ", ".join(
+                f"{k}: {theirs.get(k)!r} there, {ours[k]!r} here"
+                for k in ours
+                if theirs.get(k) != ours[k]
+            )
+            raise UserError(
+                f"{self.run_dir!r} was trained with a different configuration ({changed})"
+            )
         load_weights(self.model, state["model"])
-        self.step_count, self.history, self.elapsed = state["step"], state["history"], state["elapsed"]
-        if state.get("weights_only"):  # a shipped source: its model and history, no optimizer or RNG to go on with
+        self.step_count, self.history, self.elapsed = (
+            state["step"],
+            state["history"],
+            state["elapsed"],
+        )
+        if state.get(
+            "weights_only"
+        ):  # a shipped source: its model and history, no optimizer or RNG to go on with
             if not self.stopped:
-                raise UserError(f"{self.run_dir!r} holds a weights-only checkpoint, which cannot be trained further")
+                raise UserError(
+                    f"{self.run_dir!r} holds a weights-only checkpoint, which cannot be trained further"
+                )
             return True
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
@@ -200,7 +295,10 @@ class Trainer:
     def reached(self) -> int | None:
         """The step at which validation first reached ``stop_at``, or None."""
         stop_at = self.cfg.stop_at
-        return next((e["step"] for e in self.history if stop_at is not None and e["valid_acc"] >= stop_at), None)
+        return next(
+            (e["step"] for e in self.history if stop_at is not None and e["valid_acc"] >= stop_at),
+            None,
+        )
 
     @property
     def stopped(self) -> bool:
@@ -208,7 +306,9 @@ class Trainer:
         and the last evaluation was at the train-on phase's end (``train_on_end``) or later."""
         if self.step_count >= self.cfg.steps:
             return True
-        return self.reached is not None and self.history[-1]["step"] >= train_on_end(self.cfg, self.reached)
+        return self.reached is not None and self.history[-1]["step"] >= train_on_end(
+            self.cfg, self.reached
+        )
 
     def run(self, on_eval=None, on_step=None) -> dict:
         """Train until ``stopped``, evaluating and checkpointing every ``eval_every`` steps.
@@ -221,10 +321,16 @@ class Trainer:
             if on_step:
                 on_step(self.step_count, losses[-1])
             if self.step_count % cfg.eval_every == 0 or self.step_count == cfg.steps:
-                entry = {"step": self.step_count, "loss": sum(losses) / len(losses), "valid_acc": self.validate()}
+                entry = {
+                    "step": self.step_count,
+                    "loss": sum(losses) / len(losses),
+                    "valid_acc": self.validate(),
+                }
                 self.elapsed = time.perf_counter() - start
                 entry["seconds"] = round(self.elapsed, 2)
-                entry["device"] = device_name(self.device)  # where the steps since the last entry ran
+                entry["device"] = device_name(
+                    self.device
+                )  # where the steps since the last entry ran
                 self.history.append(entry)
                 losses = []
                 save_checkpoint(self.run_dir, self.state())

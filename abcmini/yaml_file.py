@@ -26,7 +26,9 @@ def read_yaml(path: str, what: str, max_bytes: int, max_depth: int, error: type 
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
             if isinstance(event, yaml.AliasEvent):
                 raise error(f"{where} uses YAML aliases (*name); write each value out")
-            depth += isinstance(event, yaml.CollectionStartEvent) - isinstance(event, yaml.CollectionEndEvent)
+            depth += isinstance(event, yaml.CollectionStartEvent) - isinstance(
+                event, yaml.CollectionEndEvent
+            )
             if depth > max_depth:
                 raise error(f"{where} nests lists or mappings over {max_depth} deep")
         return yaml.safe_load(text)

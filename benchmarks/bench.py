@@ -41,17 +41,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from abcmini.nn.biases import NEG_INF, Window
-from abcmini.nn.calibrate import calibrate
-from abcmini.nn.decoder import DecoderOnly
 from abcmini.evaluate import exact_match, final_accuracy
 from abcmini.experiment import RunConfig
 from abcmini.limits import batch_for
+from abcmini.nn.biases import NEG_INF, Window
+from abcmini.nn.calibrate import calibrate
 from abcmini.nn.config import PRESETS, ModelConfig
+from abcmini.nn.decoder import DecoderOnly
 from abcmini.nn.model import Transformer
 from abcmini.nn.positions import sinusoidal
-from abcmini.tasks import VOCAB, Pool, extrapolation_operands, format_task, operand_count, sample_operands
-
+from abcmini.tasks import (
+    VOCAB,
+    Pool,
+    extrapolation_operands,
+    format_task,
+    operand_count,
+    sample_operands,
+)
 
 DIRECTIONS, MIN_SUPPORT = (1, -1, 0), 0.5  # the directions and support rule both calibrations use
 
@@ -74,21 +80,37 @@ class TorchTransformer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.embed = nn.Embedding(len(VOCAB), cfg.d_model)
-        self.core = nn.Transformer(cfg.d_model, cfg.heads, cfg.enc_layers, cfg.dec_layers, cfg.d_ff, cfg.dropout,
-                                   activation="gelu", batch_first=True, norm_first=True)
+        self.core = nn.Transformer(
+            cfg.d_model,
+            cfg.heads,
+            cfg.enc_layers,
+            cfg.dec_layers,
+            cfg.d_ff,
+            cfg.dropout,
+            activation="gelu",
+            batch_first=True,
+            norm_first=True,
+        )
         self.to_logits = nn.Linear(cfg.d_model, len(VOCAB))
 
     def forward(self, src, tgt_in):
-        embed = lambda t: self.embed(t) + sinusoidal(torch.arange(t.shape[1]), self.embed.embedding_dim)  # noqa: E731
+        embed = lambda t: (
+            self.embed(t) + sinusoidal(torch.arange(t.shape[1]), self.embed.embedding_dim)
+        )  # noqa: E731
         mask = nn.Transformer.generate_square_subsequent_mask(tgt_in.shape[1])
-        return self.to_logits(self.core(embed(src), embed(tgt_in), tgt_mask=mask, tgt_is_causal=True)), None
+        return self.to_logits(
+            self.core(embed(src), embed(tgt_in), tgt_mask=mask, tgt_is_causal=True)
+        ), None
 
 
 def training_throughput(rounds: int, steps: int) -> None:
     cfg = ModelConfig(**PRESETS["cpu"])
     torch.manual_seed(0)
-    models = {"abcmini": Transformer(cfg), "torch.nn.Transformer": TorchTransformer(cfg),
-              "abcmini decoder-only": DecoderOnly(RunConfig(arch="decoder", preset="cpu").model_config())}
+    models = {
+        "abcmini": Transformer(cfg),
+        "torch.nn.Transformer": TorchTransformer(cfg),
+        "abcmini decoder-only": DecoderOnly(RunConfig(arch="decoder", preset="cpu").model_config()),
+    }
     a, b = sample_operands("addition", Pool.make(0).train, 128, torch.Generator().manual_seed(0))
     batch = format_task("addition", a, b, 20)
     tokens = batch.src.numel() + batch.tgt_in.numel()
@@ -111,8 +133,15 @@ def training_throughput(rounds: int, steps: int) -> None:
             train_steps(model, optimizers[name])
             times[name].append(time.perf_counter() - start)
     rate = {name: tokens * steps / statistics.median(t) for name, t in times.items()}
-    print(f"1. training throughput, Addition pad 20, batch 128 ({tokens} tokens/step), cpu preset, {torch.get_num_threads()} threads:")
-    print("   " + "   ".join(f"{name} {r:,.0f} tokens/s ({r / rate['abcmini']:.2f}x)" for name, r in rate.items()))
+    print(
+        f"1. training throughput, Addition pad 20, batch 128 ({tokens} tokens/step), cpu preset, {torch.get_num_threads()} threads:"
+    )
+    print(
+        "   "
+        + "   ".join(
+            f"{name} {r:,.0f} tokens/s ({r / rate['abcmini']:.2f}x)" for name, r in rate.items()
+        )
+    )
 
 
 # ---------------------------------------------------------------- 2. KV cache
@@ -127,15 +156,25 @@ def decoding(samples: int, repeats: int) -> None:
     cached_s, cached = timed(lambda: model.greedy(example.src, steps, use_cache=True), repeats)
     uncached_s, uncached = timed(lambda: model.greedy(example.src, steps, use_cache=False), repeats)
     assert torch.equal(cached, uncached), "cached and uncached decoding disagree"
-    print(f"2. greedy decoding, {samples} Successor inputs at 60 digits ({steps} steps), paper preset, {torch.get_num_threads()} threads:")
-    print(f"   uncached {uncached_s:.2f} s   cached {cached_s:.2f} s   speed-up {uncached_s / cached_s:.1f}x")
+    print(
+        f"2. greedy decoding, {samples} Successor inputs at 60 digits ({steps} steps), paper preset, {torch.get_num_threads()} threads:"
+    )
+    print(
+        f"   uncached {uncached_s:.2f} s   cached {cached_s:.2f} s   speed-up {uncached_s / cached_s:.1f}x"
+    )
 
 
 # ---------------------------------------------------------------- 3. calibration
 
 
-def calibrate_per_cell(attention: torch.Tensor, kappa: float, n_q: int, n_k: int, right: bool = True,
-                       as_lists: bool = False) -> torch.Tensor:
+def calibrate_per_cell(
+    attention: torch.Tensor,
+    kappa: float,
+    n_q: int,
+    n_k: int,
+    right: bool = True,
+    as_lists: bool = False,
+) -> torch.Tensor:
     """The same algorithm written cell by cell (the baseline): line sums, support, dropoff, the
     last-row rule, extension, merge.
 
@@ -174,16 +213,28 @@ def calibrate_per_cell(attention: torch.Tensor, kappa: float, n_q: int, n_k: int
 def calibration(repeats: int) -> None:
     torch.manual_seed(0)
     scores = torch.randn(8, 62, 125)
-    scores[:, torch.arange(62), 124 - torch.arange(62)] += 6.0  # a clear anti-diagonal, as in a trained model
+    scores[:, torch.arange(62), 124 - torch.arange(62)] += (
+        6.0  # a clear anti-diagonal, as in a trained model
+    )
     cross = scores.softmax(-1)
-    vectorized_s, fast = timed(lambda: calibrate(cross, 4.5, DIRECTIONS, min_support=MIN_SUPPORT)(62, 125), repeats)
+    vectorized_s, fast = timed(
+        lambda: calibrate(cross, 4.5, DIRECTIONS, min_support=MIN_SUPPORT)(62, 125), repeats
+    )
     loop_s, slow = timed(lambda: calibrate_per_cell(cross, 4.5, 62, 125), max(1, repeats // 10))
-    lists_s, slow_lists = timed(lambda: calibrate_per_cell(cross, 4.5, 62, 125, as_lists=True), max(1, repeats // 10))
+    lists_s, slow_lists = timed(
+        lambda: calibrate_per_cell(cross, 4.5, 62, 125, as_lists=True), max(1, repeats // 10)
+    )
     for other in (slow, slow_lists):
-        assert torch.allclose(fast, other, atol=1e-5) and torch.equal(fast.isinf(), other.isinf()), "the calibrations disagree"
-    print(f"3. ABC calibration + materialization, cross-attention [8, 62, 125], directions {DIRECTIONS}, {torch.get_num_threads()} threads:")
-    print(f"   per-cell loop over the tensor {1000 * loop_s:.0f} ms ({loop_s / vectorized_s:.0f}x)   same loop over Python lists "
-          f"{1000 * lists_s:.0f} ms ({lists_s / vectorized_s:.0f}x)   vectorized {1000 * vectorized_s:.2f} ms")
+        assert torch.allclose(fast, other, atol=1e-5) and torch.equal(
+            fast.isinf(), other.isinf()
+        ), "the calibrations disagree"
+    print(
+        f"3. ABC calibration + materialization, cross-attention [8, 62, 125], directions {DIRECTIONS}, {torch.get_num_threads()} threads:"
+    )
+    print(
+        f"   per-cell loop over the tensor {1000 * loop_s:.0f} ms ({loop_s / vectorized_s:.0f}x)   same loop over Python lists "
+        f"{1000 * lists_s:.0f} ms ({lists_s / vectorized_s:.0f}x)   vectorized {1000 * vectorized_s:.2f} ms"
+    )
 
 
 # ---------------------------------------------------------------- 4. evaluation suite
@@ -200,10 +251,19 @@ def evaluation_suite() -> None:
         example = format_task("successor", a, None, 64)
         one_pass.append(timed(lambda: exact_match(model, example), 1)[0])
         decoded.append(timed(lambda: greedy_exact_match(model, example), 1)[0])
-    print(f"4. extrapolation suite, Successor, 10,000 samples at each of {lengths} digits, pad width 64, cpu preset, "
-          f"{torch.get_num_threads()} threads:")
-    for name, parts in (("one teacher-forced pass", one_pass), ("greedy decoding, KV cache", decoded)):
-        print(f"   {name:<26} {sum(parts):6.1f} s (" + ", ".join(f"{n}: {t:.1f} s" for n, t in zip(lengths, parts)) + ")")
+    print(
+        f"4. extrapolation suite, Successor, 10,000 samples at each of {lengths} digits, pad width 64, cpu preset, "
+        f"{torch.get_num_threads()} threads:"
+    )
+    for name, parts in (
+        ("one teacher-forced pass", one_pass),
+        ("greedy decoding, KV cache", decoded),
+    ):
+        print(
+            f"   {name:<26} {sum(parts):6.1f} s ("
+            + ", ".join(f"{n}: {t:.1f} s" for n, t in zip(lengths, parts))
+            + ")"
+        )
     print(f"   speed-up {sum(decoded) / sum(one_pass):.1f}x")
 
 
@@ -221,12 +281,20 @@ def greedy_exact_match(model, example, batch_size: int = 1000) -> torch.Tensor:
 
 def mask_layout(repeats: int) -> None:
     """Fused against unfused attention: the same scores and scaffold, a 4-D or a 3-D mask."""
-    print(f"5. attention with an ABS window bias, batch 128, cpu preset (4 heads x 16), forward + backward, "
-          f"{torch.get_num_threads()} threads:")
-    for name, n_q, n_k, binary, which in (("Successor cross", 66, 65, False, 1), ("Addition cross", 66, 131, True, 1),
-                                          ("Parity self", 214, 214, False, 0), ("Parity cross", 214, 214, False, 1)):
+    print(
+        f"5. attention with an ABS window bias, batch 128, cpu preset (4 heads x 16), forward + backward, "
+        f"{torch.get_num_threads()} threads:"
+    )
+    for name, n_q, n_k, binary, which in (
+        ("Successor cross", 66, 65, False, 1),
+        ("Addition cross", 66, 131, True, 1),
+        ("Parity self", 214, 214, False, 0),
+        ("Parity cross", 214, 214, False, 1),
+    ):
         window = Window(1, binary)(n_q, n_k)[which]  # [1 q k]
-        bias = window.expand(4, n_q, n_k).contiguous()  # [h q k], as a calibrated or ALiBi bias comes
+        bias = window.expand(
+            4, n_q, n_k
+        ).contiguous()  # [h q k], as a calibrated or ALiBi bias comes
         q, k, v = (torch.randn(128, 4, n, 16, requires_grad=True) for n in (n_q, n_k, n_k))
 
         def step(mask):
@@ -237,8 +305,10 @@ def mask_layout(repeats: int) -> None:
             old.append(timed(lambda: step(bias), 1)[0])
             new.append(timed(lambda: step(bias[None]), 1)[0])
         old_s, new_s = statistics.median(old), statistics.median(new)
-        print(f"   {name:<16} [{n_q} x {n_k}]   [h q k] {1000 * old_s:6.1f} ms   [1 h q k] {1000 * new_s:6.1f} ms   "
-              f"speed-up {old_s / new_s:.1f}x")
+        print(
+            f"   {name:<16} [{n_q} x {n_k}]   [h q k] {1000 * old_s:6.1f} ms   [1 h q k] {1000 * new_s:6.1f} ms   "
+            f"speed-up {old_s / new_s:.1f}x"
+        )
 
 
 # ---------------------------------------------------------------- 6. the screened exact match
@@ -248,19 +318,32 @@ def screened_exact_match(samples: int, batch_size: int) -> None:
     """``exact_match`` with its screen of 16 rows against ``screen_rows=0``, interleaved."""
     torch.manual_seed(0)
     model = DecoderOnly(RunConfig(arch="decoder", preset="cpu").model_config()).eval()
-    print(f"6. exact match in the decoder-only model (cpu preset), Successor, {samples} numbers in batches of {batch_size}, "
-          f"{torch.get_num_threads()} threads:")
+    print(
+        f"6. exact match in the decoder-only model (cpu preset), Successor, {samples} numbers in batches of {batch_size}, "
+        f"{torch.get_num_threads()} threads:"
+    )
     for length, own in ((100, False), (500, False), (100, True)):
         a, _ = extrapolation_operands("successor", length, 0)
         example = format_task("successor", a[:samples], None, length + 5)
         if own:  # the model's own greedy answers: every one right, so the screen lets all through
-            answers = torch.cat([model.greedy(example.src[i : i + batch_size], example.tgt_out.shape[1]) for i in range(0, samples, batch_size)])
-            example = type(example)(example.src, torch.cat([example.tgt_in[:, :1], answers[:, :-1]], dim=1), answers)
-        whole, screened = timed(lambda: exact_match(model, example, batch_size, screen_rows=0), 1), \
-            timed(lambda: exact_match(model, example, batch_size), 1)
+            answers = torch.cat(
+                [
+                    model.greedy(example.src[i : i + batch_size], example.tgt_out.shape[1])
+                    for i in range(0, samples, batch_size)
+                ]
+            )
+            example = type(example)(
+                example.src, torch.cat([example.tgt_in[:, :1], answers[:, :-1]], dim=1), answers
+            )
+        whole, screened = (
+            timed(lambda: exact_match(model, example, batch_size, screen_rows=0), 1),
+            timed(lambda: exact_match(model, example, batch_size), 1),
+        )
         assert torch.equal(whole[1], screened[1])
-        print(f"   {length} digits, {'its own answers (all right)' if own else 'the real targets'} ({100 * whole[1].float().mean():.0f}% right): "
-              f"whole pass {whole[0]:.1f} s   screened {screened[0]:.1f} s   ratio {whole[0] / screened[0]:.2f}x")
+        print(
+            f"   {length} digits, {'its own answers (all right)' if own else 'the real targets'} ({100 * whole[1].float().mean():.0f}% right): "
+            f"whole pass {whole[0]:.1f} s   screened {screened[0]:.1f} s   ratio {whole[0] / screened[0]:.2f}x"
+        )
 
 
 # ---------------------------------------------------------------- 7. FIRE's test bias
@@ -270,20 +353,30 @@ def fire_test_bias(samples: int, length: int = 500) -> None:
     """One ``exact_match`` over every batch (the bias built once) against one call per batch
     (each call's ``eval()`` forgets the bias, so every batch builds it), interleaved."""
     torch.manual_seed(0)
-    cfg = RunConfig(arch="decoder", preset="cpu", task="addition", scheme="fire", pad_width=12, varied=True)
+    cfg = RunConfig(
+        arch="decoder", preset="cpu", task="addition", scheme="fire", pad_width=12, varied=True
+    )
     model = DecoderOnly(cfg.model_config()).eval()
     frame = length  # a +varied run's test frame
     batch = batch_for(cfg, frame, 1000)
     a, b = extrapolation_operands("addition", length, 0)
     example = format_task("addition", a[:samples], b[:samples], frame)
-    parts = lambda: [type(example)(example.src[i : i + batch], example.tgt_in[i : i + batch], example.tgt_out[i : i + batch])  # noqa: E731
-                     for i in range(0, samples, batch)]
+    parts = lambda: [
+        type(example)(
+            example.src[i : i + batch],
+            example.tgt_in[i : i + batch],
+            example.tgt_out[i : i + batch],
+        )  # noqa: E731
+        for i in range(0, samples, batch)
+    ]
     per_batch = timed(lambda: torch.cat([exact_match(model, part, batch) for part in parts()]), 1)
     once = timed(lambda: exact_match(model, example, batch), 1)
     assert torch.equal(per_batch[1], once[1])
-    print(f"7. FIRE in the decoder-only model (cpu preset), Addition at {length} digits, {samples} numbers in batches of {batch}, "
-          f"{torch.get_num_threads()} threads: built every batch {per_batch[0]:.1f} s   built once {once[0]:.1f} s   "
-          f"ratio {per_batch[0] / once[0]:.2f}x")
+    print(
+        f"7. FIRE in the decoder-only model (cpu preset), Addition at {length} digits, {samples} numbers in batches of {batch}, "
+        f"{torch.get_num_threads()} threads: built every batch {per_batch[0]:.1f} s   built once {once[0]:.1f} s   "
+        f"ratio {per_batch[0] / once[0]:.2f}x"
+    )
 
 
 # ---------------------------------------------------------------- 8. a scaffolded decoder-only test pass
@@ -304,14 +397,20 @@ def prompt_rows(samples: int, length: int = 500) -> None:
     def passes(train: bool):
         model.train(train)
         with torch.no_grad():
-            return torch.cat([model(example.src[i : i + batch], example.tgt_in[i : i + batch])[0].argmax(-1)
-                              for i in range(0, samples, batch)])
+            return torch.cat(
+                [
+                    model(example.src[i : i + batch], example.tgt_in[i : i + batch])[0].argmax(-1)
+                    for i in range(0, samples, batch)
+                ]
+            )
 
     full, own = timed(lambda: passes(True), 1), timed(lambda: passes(False), 1)
     assert torch.equal(full[1], own[1])
-    print(f"8. a scaffolded (ABS w = 1) decoder-only test pass (cpu preset), Addition at {length} digits, {samples} numbers "
-          f"in batches of {batch}, {torch.get_num_threads()} threads: every row's attention {full[0]:.1f} s   "
-          f"prompt rows as their values {own[0]:.1f} s   ratio {full[0] / own[0]:.2f}x")
+    print(
+        f"8. a scaffolded (ABS w = 1) decoder-only test pass (cpu preset), Addition at {length} digits, {samples} numbers "
+        f"in batches of {batch}, {torch.get_num_threads()} threads: every row's attention {full[0]:.1f} s   "
+        f"prompt rows as their values {own[0]:.1f} s   ratio {full[0] / own[0]:.2f}x"
+    )
 
 
 def final_number(samples: int, length: int = 35) -> None:
@@ -324,17 +423,29 @@ def final_number(samples: int, length: int = 35) -> None:
     a, _ = extrapolation_operands("multiadd", length, 0)
     example = format_task("multiadd", a[:samples], None, frame)
     misses = torch.zeros(samples, dtype=torch.bool)
-    whole, greedy = batch_for(cfg, frame, 1000, operands), batch_for(cfg, frame, 1000, operands, rows=1)
-    small, large = timed(lambda: final_accuracy(model, example, misses, whole), 1), timed(lambda: final_accuracy(model, example, misses, greedy), 1)
+    whole, greedy = (
+        batch_for(cfg, frame, 1000, operands),
+        batch_for(cfg, frame, 1000, operands, rows=1),
+    )
+    small, large = (
+        timed(lambda: final_accuracy(model, example, misses, whole), 1),
+        timed(lambda: final_accuracy(model, example, misses, greedy), 1),
+    )
     assert small[1] == large[1]
-    print(f"9. the final-number score, multiadd at {length} digits ({operands} operands), {samples} wrong outputs, "
-          f"{torch.get_num_threads()} threads: batches of {whole} {small[0]:.1f} s   batches of {greedy} {large[0]:.1f} s   "
-          f"ratio {small[0] / large[0]:.2f}x")
+    print(
+        f"9. the final-number score, multiadd at {length} digits ({operands} operands), {samples} wrong outputs, "
+        f"{torch.get_num_threads()} threads: batches of {whole} {small[0]:.1f} s   batches of {greedy} {large[0]:.1f} s   "
+        f"ratio {small[0] / large[0]:.2f}x"
+    )
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="throughput,decode,calibration,eval,mask,screen,fire,prompt,final")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--only", default="throughput,decode,calibration,eval,mask,screen,fire,prompt,final"
+    )
     parser.add_argument("--decode-samples", type=int, default=200)
     args = parser.parse_args()
     wanted = args.only.split(",")

@@ -18,14 +18,22 @@ import os
 import sys
 
 import torch
+from one_thread import abcmini  # scripts/one_thread.py
 
 from abcmini.nn.rules import BLOCK_ONLY, DEFAULT
-from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "ablation")
 LATER = ("same_digit",)  # joined the procedure after these records: measured apart (docs/recipe.md)
-ROWS = {"algorithm-1": ["--calibration", "paper"], "algorithm-1-kappa-2.5": ["--rules", "none"], "all-rules": [],
-        **{f"without-{rule}": ["--rules", f"all,-{rule}"] for rule in DEFAULT if rule not in BLOCK_ONLY + LATER}}
+ROWS = {
+    "algorithm-1": ["--calibration", "paper"],
+    "algorithm-1-kappa-2.5": ["--rules", "none"],
+    "all-rules": [],
+    **{
+        f"without-{rule}": ["--rules", f"all,-{rule}"]
+        for rule in DEFAULT
+        if rule not in BLOCK_ONLY + LATER
+    },
+}
 
 
 def same(a, b) -> bool:
@@ -43,11 +51,25 @@ def run(task: str, seed: str, only: list[str]) -> None:
 
     Twins are found over all rows in ``ROWS`` order, so two processes given disjoint ``only``
     lists agree on which row retrains a shared bias."""
-    cell = ["--recipe", "paper64", "--task", task, "--method", "abc", "--seed", seed, "--lengths", "60", "--no-wandb"]
+    cell = [
+        "--recipe",
+        "paper64",
+        "--task",
+        task,
+        "--method",
+        "abc",
+        "--seed",
+        seed,
+        "--lengths",
+        "60",
+        "--no-wandb",
+    ]
     resolved = json.loads(abcmini("train", *cell, "--dry-run"))
     source = resolved["source"]
     os.makedirs(OUT, exist_ok=True)
-    if not os.path.exists(os.path.join(resolved["out"], "eval.json")):  # the default row, which trains the source first
+    if not os.path.exists(
+        os.path.join(resolved["out"], "eval.json")
+    ):  # the default row, which trains the source first
         abcmini("train", *cell, "--threads", "1", "--continue")  # (an interrupted one goes on)
     biases, twins = {}, {}
     for row, options in ROWS.items():
@@ -56,18 +78,29 @@ def run(task: str, seed: str, only: list[str]) -> None:
         if not os.path.exists(bias_file):
             abcmini("calibrate", source, *options, "--no-wandb", "--out", bias_file)
         biases[row] = torch.load(bias_file, weights_only=False)["bias"]
-        twins[row] = next((other for other in biases if other != row and same(biases[other], biases[row])), None)
+        twins[row] = next(
+            (other for other in biases if other != row and same(biases[other], biases[row])), None
+        )
     for row, options in ROWS.items():
         record = os.path.join(OUT, f"{task}-{row}-s{seed}.json")
         if os.path.exists(record) or (only and row not in only):
             continue
         if twins[row]:
-            result = {"task": task, "seed": int(seed), "row": row, "same_bias_as": twins[row],
-                      "command": f"abcmini calibrate {os.path.relpath(source)} {' '.join(options)} --out BIAS.pt"}
+            result = {
+                "task": task,
+                "seed": int(seed),
+                "row": row,
+                "same_bias_as": twins[row],
+                "command": f"abcmini calibrate {os.path.relpath(source)} {' '.join(options)} --out BIAS.pt",
+            }
         else:
             run_dir = json.loads(abcmini("train", *cell, *options, "--dry-run"))["out"]
-            if not os.path.exists(os.path.join(run_dir, "eval.json")):  # --source: no lock on it, rows train side by side
-                abcmini("train", *cell, *options, "--source", source, "--threads", "1", "--continue")
+            if not os.path.exists(
+                os.path.join(run_dir, "eval.json")
+            ):  # --source: no lock on it, rows train side by side
+                abcmini(
+                    "train", *cell, *options, "--source", source, "--threads", "1", "--continue"
+                )
             abcmini("eval", run_dir, "--lengths", "500", "--test-frame", "follows", "--no-wandb")
             result = {**json.load(open(os.path.join(run_dir, "eval.json"))), "row": row}
         with open(record + ".tmp", "w") as f:
@@ -81,7 +114,11 @@ def table() -> None:
     for path in sorted(glob.glob(os.path.join(OUT, "*.json"))):
         record = json.load(open(path))
         records[record["task"], record["row"], record["seed"]] = record
-    print("| row | " + " | ".join(f"{t} 60 | {t} 500" for t in ("successor", "addition", "nx1")) + " | seeds | bias of an earlier row |")
+    print(
+        "| row | "
+        + " | ".join(f"{t} 60 | {t} 500" for t in ("successor", "addition", "nx1"))
+        + " | seeds | bias of an earlier row |"
+    )
     print("|---|" + "---|" * 8)
     for row in ROWS:
         cells = []
@@ -89,7 +126,10 @@ def table() -> None:
         for (task, name, seed), r in sorted(records.items()):
             if name == row and "same_bias_as" in r:
                 twin_of.setdefault((task, r["same_bias_as"]), []).append(str(seed))
-        twins = ", ".join(f"{task} (seed {','.join(seeds)}): {earlier}" for (task, earlier), seeds in twin_of.items())
+        twins = ", ".join(
+            f"{task} (seed {','.join(seeds)}): {earlier}"
+            for (task, earlier), seeds in twin_of.items()
+        )
         for task in ("successor", "addition", "nx1"):
             found = [r for (t, name, _), r in sorted(records.items()) if t == task and name == row]
             for length in ("60", "500"):
@@ -97,11 +137,16 @@ def table() -> None:
                 for record in found:
                     while "same_bias_as" in record:
                         record = records[task, record["same_bias_as"], record["seed"]]
-                    tests = [record.get("accuracy", {})] + [t["accuracy"] for t in record.get("other_tests", {}).values()]
+                    tests = [record.get("accuracy", {})] + [
+                        t["accuracy"] for t in record.get("other_tests", {}).values()
+                    ]
                     values.append(next((t[length] for t in tests if length in t), None))
                 cells.append(" / ".join(f"{100 * v:.2f}" for v in values if v is not None) or "—")
-        seeds = "; ".join(f"{task} " + ",".join(str(seed) for t, name, seed in sorted(records) if t == task and name == row)
-                          for task in ("successor", "addition", "nx1"))
+        seeds = "; ".join(
+            f"{task} "
+            + ",".join(str(seed) for t, name, seed in sorted(records) if t == task and name == row)
+            for task in ("successor", "addition", "nx1")
+        )
         print(f"| {row} | " + " | ".join(cells) + f" | {seeds} | {twins} |")
 
 

@@ -18,11 +18,20 @@ KEYS = ("attention/7-digits/cross", "attention/100-digits/cross")
 
 
 def main(run_dir: str, out: str) -> None:
-    runs = {run.job_type: run for run in offline_runs(run_dir) if run.job_type in ("source", "retraining")}
+    runs = {
+        run.job_type: run
+        for run in offline_runs(run_dir)
+        if run.job_type in ("source", "retraining")
+    }
     if set(runs) != {"source", "retraining"}:
         raise SystemExit(f"{run_dir!r} holds no tracked ABC cell (source and retraining runs)")
-    rows = [[Image.open(runs[job].media(key)[-1]) for key in KEYS] for job in ("source", "retraining")]
-    width, height = sum(image.width for image in rows[0]), max(image.height for row in rows for image in row)
+    rows = [
+        [Image.open(runs[job].media(key)[-1]) for key in KEYS] for job in ("source", "retraining")
+    ]
+    width, height = (
+        sum(image.width for image in rows[0]),
+        max(image.height for row in rows for image in row),
+    )
     canvas = Image.new("RGB", (width, height * len(rows)), "white")
     for r, row in enumerate(rows):
         x = 0

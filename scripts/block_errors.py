@@ -23,10 +23,20 @@ def test_examples(run_dir: str, lengths: list[int], examples: int):
     length's test set (test seed 0), formatted in the frame the run is tested in."""
     cfg, model = load_model(load_checkpoint(run_dir))
     found = []
-    for length, frame in zip(lengths, pipeline.test_frames(pipeline.experiment_of(run_dir), cfg, lengths)):
+    for length, frame in zip(
+        lengths, pipeline.test_frames(pipeline.experiment_of(run_dir), cfg, lengths)
+    ):
         a, b = extrapolation_operands(cfg.task, length, 0)
-        found.append((length, frame, a, format_task(cfg.task, a[:examples], None if b is None else b[:examples], frame,
-                                                 cfg.aligned)))
+        found.append(
+            (
+                length,
+                frame,
+                a,
+                format_task(
+                    cfg.task, a[:examples], None if b is None else b[:examples], frame, cfg.aligned
+                ),
+            )
+        )
     return cfg, model, found
 
 
@@ -38,10 +48,14 @@ def main(run_dir: str, lengths: str, examples: int = 200, rows: bool = False) ->
         with torch.no_grad():
             logits, _ = model(example.src, example.tgt_in)
         right = logits.argmax(-1) == example.tgt_out
-        block_of = output_coordinates(right.shape[1], blocks, keys=False, growing=cfg.task == "multiply")[0]
+        block_of = output_coordinates(
+            right.shape[1], blocks, keys=False, growing=cfg.task == "multiply"
+        )[0]
         per_row = [right[:, block_of == b].float().mean(dim=0) for b in range(blocks)]
-        print(f"{length} digits, {blocks} blocks: exact {right.all(dim=1).float().mean():.2%}; worst row per block "
-              + " ".join(f"{block.min():.2f}" for block in per_row))
+        print(
+            f"{length} digits, {blocks} blocks: exact {right.all(dim=1).float().mean():.2%}; worst row per block "
+            + " ".join(f"{block.min():.2f}" for block in per_row)
+        )
         for block in per_row if rows else ():
             print("  " + " ".join(f"{x:.2f}" for x in block.tolist()))
 
@@ -49,5 +63,11 @@ def main(run_dir: str, lengths: str, examples: int = 200, rows: bool = False) ->
 if __name__ == "__main__":
     flags = [arg for arg in sys.argv[1:] if arg.startswith("--")]
     if set(flags) - {"--rows"}:
-        raise SystemExit(f"unknown option {flags[0]}; usage: block_errors.py RUN_DIR LENGTHS [EXAMPLES] [--rows]")
-    main(*[arg for arg in sys.argv[1:3]], *(int(x) for x in sys.argv[3:] if not x.startswith("--")), rows="--rows" in flags)
+        raise SystemExit(
+            f"unknown option {flags[0]}; usage: block_errors.py RUN_DIR LENGTHS [EXAMPLES] [--rows]"
+        )
+    main(
+        *[arg for arg in sys.argv[1:3]],
+        *(int(x) for x in sys.argv[3:] if not x.startswith("--")),
+        rows="--rows" in flags,
+    )

@@ -21,13 +21,27 @@ from abcmini.store import load_bias
 LOOSE = -1e9  # a dropoff factor every supported line passes
 
 
-def tables(attention: torch.Tensor, blocks: int, kappa: float, min_support: float, cross: bool, products: bool,
-           rules: set[str]):
+def tables(
+    attention: torch.Tensor,
+    blocks: int,
+    kappa: float,
+    min_support: float,
+    cross: bool,
+    products: bool,
+    rules: set[str],
+):
     """``(every line's d_l − d_max, kept without band, kept)`` as ``[h d (ℓ + 1)]`` tables, as
     ``calibrate.block_procedure`` calibrates them."""
-    rule, shared = block_rules(min_support, rules), {"products": products and cross, "growing": products}
-    every = calibrate_blocks(attention, blocks, LOOSE, cross, **{**rule, "kappa_markers": LOOSE, "band": False}, **shared)
-    unbanded = calibrate_blocks(attention, blocks, kappa, cross, **{**rule, "band": False}, **shared)
+    rule, shared = (
+        block_rules(min_support, rules),
+        {"products": products and cross, "growing": products},
+    )
+    every = calibrate_blocks(
+        attention, blocks, LOOSE, cross, **{**rule, "kappa_markers": LOOSE, "band": False}, **shared
+    )
+    unbanded = calibrate_blocks(
+        attention, blocks, kappa, cross, **{**rule, "band": False}, **shared
+    )
     kept = calibrate_blocks(attention, blocks, kappa, cross, **rule, **shared)
     return every, unbanded.values, kept.values
 
@@ -39,11 +53,15 @@ def main(path: str, kinds=("self", "cross")) -> None:
     rules = set(rule_names(settings["rules"]))
     n_src = payload["attention"]["cross"].shape[-1]
     blocks = (n_src - 3) // 2 if products else (n_src - 1) // (payload["pad_width"] + 1)
-    print(f"{path}: {payload['task']}, {blocks} blocks, rules {settings['rules']}, layers {settings['layers']}")
+    print(
+        f"{path}: {payload['task']}, {blocks} blocks, rules {settings['rules']}, layers {settings['layers']}"
+    )
     for kind in kinds:
         kappa = settings[f"kappa_{kind}"]
         for layer, attention in zip(settings["layers"], payload["attention"][kind]):
-            every, unbanded, kept = tables(attention, blocks, kappa, settings["min_support"], kind == "cross", products, rules)
+            every, unbanded, kept = tables(
+                attention, blocks, kappa, settings["min_support"], kind == "cross", products, rules
+            )
             ells = range(every.l_first, every.l_first + every.values.shape[-1] - 1)
             print(f"\n{kind}-attention, layer {layer}, κ {kappa}")
             print(f"{'ℓ':>7}: " + "".join(f"{ell:>6} " for ell in ells) + "marker")
@@ -51,7 +69,9 @@ def main(path: str, kinds=("self", "cross")) -> None:
                 for d in range(every.values.shape[1]):
                     label = "ab&"[d] if products and kind == "cross" else f"{d + every.d_first:+d}"
                     cells = []
-                    for value, loose, final in zip(*(t[head, d].tolist() for t in (every.values, unbanded, kept))):
+                    for value, loose, final in zip(
+                        *(t[head, d].tolist() for t in (every.values, unbanded, kept))
+                    ):
                         mark = "*" if math.isfinite(final) else "b" if math.isfinite(loose) else " "
                         cells.append(f"{value:6.3f}{mark}" if math.isfinite(value) else "     · ")
                     if any(cell.strip() != "·" for cell in cells):

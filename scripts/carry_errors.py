@@ -13,17 +13,20 @@ import sys
 from collections import Counter
 
 import torch
+from block_errors import test_examples  # scripts/block_errors.py
 
 from abcmini.nn.biases import output_coordinates
 from abcmini.tasks import Pool, extrapolation_operands, pad_digits, training_operands
-from block_errors import test_examples  # scripts/block_errors.py
 
 
 def row_carries(a: torch.Tensor, b: torch.Tensor, frame: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(carries, digits)``, each ``[n, rows]`` in the decoder's digit-row order (block ``j``:
     significance 0 … ``frame + j``): the carry into the row's digit and the digit it writes."""
     width = 2 * frame
-    a_digits, b_digits = pad_digits(a, width).flip(1), pad_digits(b, frame).flip(1)  # digit k: significance k
+    a_digits, b_digits = (
+        pad_digits(a, width).flip(1),
+        pad_digits(b, frame).flip(1),
+    )  # digit k: significance k
     previous = torch.zeros_like(a_digits)
     carries, digits = [], []
     for j in range(frame):
@@ -50,19 +53,32 @@ def main(run_dir: str, length: int, examples: int = 1000) -> None:
     digit_rows = (block < frame) & ~marker
     output = logits.argmax(-1)
     predicted, target = output[:, digit_rows], example.tgt_out[:, digit_rows]
-    carries, _ = row_carries(a[:examples], extrapolation_operands("multiply", length, 0)[1][:examples], frame)
+    carries, _ = row_carries(
+        a[:examples], extrapolation_operands("multiply", length, 0)[1][:examples], frame
+    )
     wrong = predicted != target
     numbers = Pool.make(cfg.data_seed).train if cfg.from_pool else None
-    trained, _ = row_carries(*training_operands("multiply", numbers, 10_000, torch.Generator().manual_seed(cfg.seed),
-                                                cfg.train_digits), cfg.train_pad_width)
-    print(f"{run_dir}, {length} digits: exact {(output == example.tgt_out).all(1).float().mean():.2%}")
+    trained, _ = row_carries(
+        *training_operands(
+            "multiply", numbers, 10_000, torch.Generator().manual_seed(cfg.seed), cfg.train_digits
+        ),
+        cfg.train_pad_width,
+    )
+    print(
+        f"{run_dir}, {length} digits: exact {(output == example.tgt_out).all(1).float().mean():.2%}"
+    )
     for carry in range(10):
         rows = carries == carry
-        print(f"carry {carry}: {int(rows.sum()):8d} rows, {int((wrong & rows).sum()):5d} wrong "
-              f"({(wrong & rows).sum() / rows.sum().clamp(min=1):.3%}); "
-              f"{rows.float().mean():.3%} of test rows, {(trained == carry).float().mean():.3%} of training rows")
+        print(
+            f"carry {carry}: {int(rows.sum()):8d} rows, {int((wrong & rows).sum()):5d} wrong "
+            f"({(wrong & rows).sum() / rows.sum().clamp(min=1):.3%}); "
+            f"{rows.float().mean():.3%} of test rows, {(trained == carry).float().mean():.3%} of training rows"
+        )
     off = Counter(((predicted - target) % 10)[wrong].tolist())
-    print("wrong digits, predicted − true (mod 10): " + ", ".join(f"{k}: {off[k]}" for k in sorted(off)))
+    print(
+        "wrong digits, predicted − true (mod 10): "
+        + ", ".join(f"{k}: {off[k]}" for k in sorted(off))
+    )
 
 
 if __name__ == "__main__":

@@ -39,12 +39,14 @@ import statistics
 import sys
 
 from matplotlib.figure import Figure  # no pyplot: no backend, no global figure state
+from one_thread import abcmini  # scripts/one_thread.py
 
-from abcmini.config import POOL_DIGITS as POOL  # the pool's longest number: the recipes' training length
+from abcmini.config import (
+    POOL_DIGITS as POOL,
+)  # the pool's longest number: the recipes' training length
 from abcmini.outputs.method_views import held_to, on_a_gpu, reach
 from abcmini.recipes import RECIPES
 from abcmini.store import CHECKPOINT, EVAL_FILE, load_checkpoint, load_json
-from one_thread import abcmini  # scripts/one_thread.py
 
 OUT = os.path.join("results", "experiments", "common-protocol")
 LENGTHS = (6, 10, 20, 60, 100, 200, 500)  # the long protocol's
@@ -61,9 +63,16 @@ def shape(layers: int, heads: int, d_model: int) -> list[str]:
 
 SHAPES = {  # method → (task → its shape); "*" for every task. Position ranges: the defaults (512 ids, 2,048 random).
     "random+varied": {"*": shape(5, 8, 64)},  # Ruoss et al.: 5 layers, 8 heads, d 64
-    "fire+varied": {"*": shape(4, 4, 128)},  # Zhou et al.: a decoder of 25M parameters; scaled as own_papers.py
-    "abacus+varied": {"*": shape(4, 4, 128)},  # McLeish et al.: 16 layers, d 1024; scaled as own_papers.py
-    "coupling+varied": {"*": shape(1, 4, 128), "nx1": shape(2, 8, 128)},  # Cho et al.: 1 layer (Addition), 2 layers 8 heads (N×1)
+    "fire+varied": {
+        "*": shape(4, 4, 128)
+    },  # Zhou et al.: a decoder of 25M parameters; scaled as own_papers.py
+    "abacus+varied": {
+        "*": shape(4, 4, 128)
+    },  # McLeish et al.: 16 layers, d 1024; scaled as own_papers.py
+    "coupling+varied": {
+        "*": shape(1, 4, 128),
+        "nx1": shape(2, 8, 128),
+    },  # Cho et al.: 1 layer (Addition), 2 layers 8 heads (N×1)
 }
 TASKS = ("successor", "addition", "nx1")
 SWEEP = (7, 15, 30)  # the training lengths of the sweep (Addition)
@@ -82,12 +91,19 @@ def name(task: str, method: str, seed: int | str, digits: int) -> str:
 
 def floor_steps(task: str, digits: int) -> int:
     """Steps of ``BATCH`` examples that ABC's dearest seed of ``task`` at ``digits`` spent, source included."""
-    pattern = (os.path.join("results", "decoder", task, "abc-s*", "eval.json") if digits == POOL
-               else os.path.join(OUT, name(task, "abc", "*", digits) + ".json"))
+    pattern = (
+        os.path.join("results", "decoder", task, "abc-s*", "eval.json")
+        if digits == POOL
+        else os.path.join(OUT, name(task, "abc", "*", digits) + ".json")
+    )
     records = [json.load(open(p)) for p in glob.glob(pattern)]
     if not records:
-        raise SystemExit(f"no ABC records match {pattern}: the floor comes from them (run METHOD abc first)")
-    return max(math.ceil((r["train_examples"] + r["interpolation_examples"]) / BATCH) for r in records)
+        raise SystemExit(
+            f"no ABC records match {pattern}: the floor comes from them (run METHOD abc first)"
+        )
+    return max(
+        math.ceil((r["train_examples"] + r["interpolation_examples"]) / BATCH) for r in records
+    )
 
 
 def reached(out: str, cap: int) -> int:
@@ -116,22 +132,54 @@ def sized(method: str, digits: int) -> list[str]:
     if method != "abc":
         return ["--train-digits", str(digits), "--pad-width", str(digits)]
     recipe = RECIPES["decoder"]
-    return ["--train-digits", str(digits), "--pad-width", str(digits + recipe.pad_width - POOL),
-            "--abc-pad-width", str(digits + recipe.abc_pad_width - POOL)]
+    return [
+        "--train-digits",
+        str(digits),
+        "--pad-width",
+        str(digits + recipe.pad_width - POOL),
+        "--abc-pad-width",
+        str(digits + recipe.abc_pad_width - POOL),
+    ]
 
 
 def run(task: str, method: str, seed: str, digits: int) -> None:
     out = os.path.join("runs", "common-protocol", name(task, method, seed, digits))
-    args = ["--recipe", "decoder", "--task", task, "--method", method, "--seed", seed, *sized(method, digits), "--no-wandb"]
-    if method == "abc":  # at 7 digits its cell is the decoder recipe's record: run at the other lengths only
-        abcmini("train", *args, "--lengths", str(digits), "--out", out, "--threads", "1", "--continue")
+    args = [
+        "--recipe",
+        "decoder",
+        "--task",
+        task,
+        "--method",
+        method,
+        "--seed",
+        seed,
+        *sized(method, digits),
+        "--no-wandb",
+    ]
+    if (
+        method == "abc"
+    ):  # at 7 digits its cell is the decoder recipe's record: run at the other lengths only
+        abcmini(
+            "train", *args, "--lengths", str(digits), "--out", out, "--threads", "1", "--continue"
+        )
     else:
         floor = floor_steps(task, digits)
         args += [*SHAPES[method].get(task, SHAPES[method]["*"]), "--min-steps", str(floor)]
         cap = max(CAP, 2 * floor)
         for doubling in range(reached(out, cap), DOUBLINGS + 1):
-            abcmini("train", *args, "--steps", str(cap << doubling), "--lengths", str(digits),
-                    "--out", out, "--threads", "1", "--continue")
+            abcmini(
+                "train",
+                *args,
+                "--steps",
+                str(cap << doubling),
+                "--lengths",
+                str(digits),
+                "--out",
+                out,
+                "--threads",
+                "1",
+                "--continue",
+            )
             if converged(out, digits):
                 break
     for length in lengths(digits):
@@ -141,13 +189,20 @@ def run(task: str, method: str, seed: str, digits: int) -> None:
         if str(length) not in accuracy:
             abcmini("eval", out, "--lengths", str(length), "--no-wandb")
     os.makedirs(OUT, exist_ok=True)
-    shutil.copyfile(os.path.join(out, "eval.json"), os.path.join(OUT, name(task, method, seed, digits) + ".json"))
+    shutil.copyfile(
+        os.path.join(out, "eval.json"),
+        os.path.join(OUT, name(task, method, seed, digits) + ".json"),
+    )
 
 
 def cell(values: list[float]) -> str:
     """Median [range] in %, over the seeds that were tested at a length."""
     median = 100 * statistics.median(values)
-    return f"{median:.2f}" if len(values) == 1 else f"{median:.2f} [{100 * min(values):.2f}–{100 * max(values):.2f}]"
+    return (
+        f"{median:.2f}"
+        if len(values) == 1
+        else f"{median:.2f} [{100 * min(values):.2f}–{100 * max(values):.2f}]"
+    )
 
 
 def records() -> list[dict]:
@@ -155,53 +210,88 @@ def records() -> list[dict]:
     ``numbers``, ``seed``)."""
     found = []
     for path in sorted(glob.glob(os.path.join(OUT, "*.json"))):
-        task, method, uniform, digits, seed = re.fullmatch(r"([a-z0-9]+)-(.+?)(-uniform)?(?:-train(\d+))?-s(\d+)\.json",
-                                                           os.path.basename(path)).groups()
+        task, method, uniform, digits, seed = re.fullmatch(
+            r"([a-z0-9]+)-(.+?)(-uniform)?(?:-train(\d+))?-s(\d+)\.json", os.path.basename(path)
+        ).groups()
         numbers = "pool" if digits is None and uniform is None and method != "abc" else "uniform"
-        found.append({**json.load(open(path)), "method": method, "digits": int(digits or POOL), "numbers": numbers, "seed": int(seed)})
+        found.append(
+            {
+                **json.load(open(path)),
+                "method": method,
+                "digits": int(digits or POOL),
+                "numbers": numbers,
+                "seed": int(seed),
+            }
+        )
     return found
 
 
 def abc_at_pool() -> list[dict]:
     """ABC's ``decoder`` records of Addition: the sweep's row at 7 digits."""
-    return [{**json.load(open(p)), "method": "abc", "digits": POOL}
-            for p in sorted(glob.glob(os.path.join("results", "decoder", "addition", "abc-s*", "eval.json")))]
+    return [
+        {**json.load(open(p)), "method": "abc", "digits": POOL}
+        for p in sorted(
+            glob.glob(os.path.join("results", "decoder", "addition", "abc-s*", "eval.json"))
+        )
+    ]
 
 
 def grid_table(found: list[dict]) -> None:
-    print("| task | method | numbers | shape | seeds | " + " | ".join(map(str, LENGTHS)) +
-          " | ≥ 90% to, per seed | steps | examples (M) | training s | validation |")
+    print(
+        "| task | method | numbers | shape | seeds | "
+        + " | ".join(map(str, LENGTHS))
+        + " | ≥ 90% to, per seed | steps | examples (M) | training s | validation |"
+    )
     print("|---|---|---|---|---|" + "---|" * len(LENGTHS) + "---|---|---|---|---|")
     for task, method, numbers in itertools.product(TASKS, SHAPES, ("pool", "uniform")):
-        runs = [r for r in found if (r["task"], r["method"], r["numbers"], r["digits"]) == (task, method, numbers, POOL)]
+        runs = [
+            r
+            for r in found
+            if (r["task"], r["method"], r["numbers"], r["digits"]) == (task, method, numbers, POOL)
+        ]
         if not runs:
             continue
         tested = [[r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]] for n in LENGTHS]
         by_length = [cell(values) if values else "–" for values in tested]
         middle = sorted(runs, key=lambda r: r["train_steps"])[len(runs) // 2]
-        print(f"| {task} | `{method}` | {numbers} | {runs[0]['shape']} | {len(runs)} | " + " | ".join(by_length) +
-              f" | {' / '.join(reach(r['accuracy'], 0.90) for r in runs)} | {middle['train_steps']:,} | {middle['train_examples'] / 1e6:.2f} | {middle['train_seconds']:,.0f} | "
-              f"{cell([r['valid_acc'] for r in runs])} |")
+        print(
+            f"| {task} | `{method}` | {numbers} | {runs[0]['shape']} | {len(runs)} | "
+            + " | ".join(by_length)
+            + f" | {' / '.join(reach(r['accuracy'], 0.90) for r in runs)} | {middle['train_steps']:,} | {middle['train_examples'] / 1e6:.2f} | {middle['train_seconds']:,.0f} | "
+            f"{cell([r['valid_acc'] for r in runs])} |"
+        )
 
 
 def sweep_runs(found: list[dict], method: str, digits: int) -> list[dict]:
     """The sweep's seeds of ``method`` trained on Addition up to ``digits`` (today's methods'
     first cells, from the pool, are the grid's only)."""
-    return [r for r in found if r["task"] == "addition" and r["method"] == method and r["digits"] == digits
-            and r.get("numbers") != "pool"]
+    return [
+        r
+        for r in found
+        if r["task"] == "addition"
+        and r["method"] == method
+        and r["digits"] == digits
+        and r.get("numbers") != "pool"
+    ]
 
 
 def sweep_table(found: list[dict]) -> None:
-    print("| method | trained on | seeds | ≥ 99% to, per seed (× training length) | ≥ 90% to | examples (M) |")
+    print(
+        "| method | trained on | seeds | ≥ 99% to, per seed (× training length) | ≥ 90% to | examples (M) |"
+    )
     print("|---|---|---|---|---|---|")
     for method in ("abc", *SHAPES):
         for digits in SWEEP:
             runs = sweep_runs(found, method, digits)
             if not runs:
                 continue
-            spans = [" / ".join(reach(r["accuracy"], at, digits) for r in runs) for at in (0.99, 0.90)]
-            print(f"| `{method}` | 1–{digits} | {len(runs)}{on_a_gpu(runs)} | {spans[0]} | {spans[1]} | "
-                  f"{statistics.median(r['train_examples'] + (r.get('interpolation_examples') or 0) for r in runs) / 1e6:.2f} |")
+            spans = [
+                " / ".join(reach(r["accuracy"], at, digits) for r in runs) for at in (0.99, 0.90)
+            ]
+            print(
+                f"| `{method}` | 1–{digits} | {len(runs)}{on_a_gpu(runs)} | {spans[0]} | {spans[1]} | "
+                f"{statistics.median(r['train_examples'] + (r.get('interpolation_examples') or 0) for r in runs) / 1e6:.2f} |"
+            )
 
 
 def sweep_plot(found: list[dict]) -> Figure:
@@ -217,14 +307,29 @@ def sweep_plot(found: list[dict]) -> Figure:
         if not trained:
             continue
         ratios = [[held_to(r["accuracy"], 0.99) / d or NONE for r in runs[d]] for d in trained]
-        shifted = [d * 1.04 ** (i - len(SHAPES) / 2) for d in trained]  # side by side where methods tie
-        line, = ax.plot(shifted, [statistics.median(r) for r in ratios], marker="o", label=method.removesuffix("+varied"))
+        shifted = [
+            d * 1.04 ** (i - len(SHAPES) / 2) for d in trained
+        ]  # side by side where methods tie
+        (line,) = ax.plot(
+            shifted,
+            [statistics.median(r) for r in ratios],
+            marker="o",
+            label=method.removesuffix("+varied"),
+        )
         for x, seeds in zip(shifted, ratios):
             ax.scatter([x] * len(seeds), seeds, color=line.get_color(), alpha=0.35, s=14)
     ticks = [NONE, 0.25, 0.5, 1, 2, 5, 10, 20, 50, 100]
-    ax.set(xscale="log", yscale="log", xticks=SWEEP, yticks=ticks, xlim=(5.5, 38), ylim=(NONE / 1.5, 150),
-           xlabel="trained on numbers of up to … digits (Addition)", ylabel="≥ 99% to, × the training length",
-           title="How far each method extrapolates from how little")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xticks=SWEEP,
+        yticks=ticks,
+        xlim=(5.5, 38),
+        ylim=(NONE / 1.5, 150),
+        xlabel="trained on numbers of up to … digits (Addition)",
+        ylabel="≥ 99% to, × the training length",
+        title="How far each method extrapolates from how little",
+    )
     ax.set_xticklabels(map(str, SWEEP))
     ax.set_yticklabels(["none", *(f"{t:g}×" for t in ticks[1:])])
     ax.minorticks_off()
@@ -241,7 +346,12 @@ if __name__ == "__main__":
         sweep_table(abc_at_pool() + records())
     elif sys.argv[1:2] == ["plot"] and len(sys.argv) == 3:
         sweep_plot(abc_at_pool() + records()).savefig(sys.argv[2], dpi=120)
-    elif sys.argv[1:2] == ["run"] and len(sys.argv) in (5, 6) and sys.argv[2] in TASKS and sys.argv[3] in ("abc", *SHAPES):
+    elif (
+        sys.argv[1:2] == ["run"]
+        and len(sys.argv) in (5, 6)
+        and sys.argv[2] in TASKS
+        and sys.argv[3] in ("abc", *SHAPES)
+    ):
         run(*sys.argv[2:5], int(sys.argv[5]) if len(sys.argv) == 6 else POOL)
     else:
         raise SystemExit(__doc__)

@@ -30,9 +30,13 @@ def main(root: str, seeds: int = 3) -> None:
         measured = sum(sum(runs) for runs in mine.values())
         estimate = sum(seeds * statistics.median(runs) for runs in mine.values())
         total += estimate
-        print(f"{task}: {len(mine)} cells, {sum(map(len, mine.values()))} records; training {measured / 3600:.2f} core-h measured,"
-              f" {estimate / 3600:.2f} for {seeds} seeds of every cell; tests {tests[task] / 3600:.2f} core-h recorded")
-    print(f"all: training {total / 3600:.2f} core-h for {seeds} seeds of every cell ({total / 7200:.2f} h on two workers)")
+        print(
+            f"{task}: {len(mine)} cells, {sum(map(len, mine.values()))} records; training {measured / 3600:.2f} core-h measured,"
+            f" {estimate / 3600:.2f} for {seeds} seeds of every cell; tests {tests[task] / 3600:.2f} core-h recorded"
+        )
+    print(
+        f"all: training {total / 3600:.2f} core-h for {seeds} seeds of every cell ({total / 7200:.2f} h on two workers)"
+    )
 
 
 if __name__ == "__main__":

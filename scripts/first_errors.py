@@ -20,24 +20,38 @@ def test_example(run_dir: str, length: int, pad_width: int, samples: int):
     ``length``, in the run's own input (operands interleaved where it has a window)."""
     cfg, model = load_model(load_checkpoint(run_dir))
     a, b = extrapolation_operands(cfg.task, length, 0)
-    return model, format_task(cfg.task, a[:samples], None if b is None else b[:samples], pad_width, cfg.aligned)
+    return model, format_task(
+        cfg.task, a[:samples], None if b is None else b[:samples], pad_width, cfg.aligned
+    )
 
 
 def main(run_dir: str, length: int, pad_width: int, samples: int = 3000) -> None:
     model, example = test_example(run_dir, length, pad_width, samples)
     steps = example.tgt_out.shape[1]
-    out = torch.cat([model.greedy(example.src[i : i + 250], steps) for i in range(0, len(example.src), 250)])
+    out = torch.cat(
+        [model.greedy(example.src[i : i + 250], steps) for i in range(0, len(example.src), 250)]
+    )
     wrong = out != example.tgt_out
     rows = wrong.any(dim=1).nonzero().flatten()
     first = wrong[rows].float().argmax(dim=1)
     target = example.tgt_out[rows]
-    before = torch.stack([target.gather(1, (first - k).clamp(min=0)[:, None]).flatten() for k in (1, 2)])
+    before = torch.stack(
+        [target.gather(1, (first - k).clamp(min=0)[:, None]).flatten() for k in (1, 2)]
+    )
     after_zeros = ((first >= 2) & (before == 0).all(dim=0)).sum()
-    one_high = (out[rows].gather(1, first[:, None]).flatten() == (target.gather(1, first[:, None]).flatten() + 1) % 10).sum()
-    print(f"{len(rows)} wrong of {len(example.src)}; first wrong right after two output zeros: {int(after_zeros)}; "
-          f"first wrong digit one too high: {int(one_high)}")
+    one_high = (
+        out[rows].gather(1, first[:, None]).flatten()
+        == (target.gather(1, first[:, None]).flatten() + 1) % 10
+    ).sum()
+    print(
+        f"{len(rows)} wrong of {len(example.src)}; first wrong right after two output zeros: {int(after_zeros)}; "
+        f"first wrong digit one too high: {int(one_high)}"
+    )
     where = torch.bincount(first, minlength=steps)
-    print("first wrong at answer digit: " + ", ".join(f"{i + 1}: {int(n)}" for i, n in enumerate(where) if n))
+    print(
+        "first wrong at answer digit: "
+        + ", ".join(f"{i + 1}: {int(n)}" for i, n in enumerate(where) if n)
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,10 @@ def main(run_dir: str, length: int, widths: list[int]) -> None:
     cfg, model = load_model(load_checkpoint(run_dir))
     for width in widths:
         accuracy = extrapolation_accuracy(model, cfg.task, length, width, 0, cfg.aligned)
-        print(f"{cfg.task} {cfg.label}: {length} digits in a frame of {width}: {100 * accuracy:.2f}%", flush=True)
+        print(
+            f"{cfg.task} {cfg.label}: {length} digits in a frame of {width}: {100 * accuracy:.2f}%",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -13,11 +13,11 @@ but other digits show whether that choice carries over.
 import argparse
 
 import torch
+from block_errors import test_examples  # scripts/block_errors.py
 from einops import rearrange
 
 from abcmini.errors import InputError
 from abcmini.nn.biases import cell_offsets, input_coordinates, output_coordinates
-from block_errors import test_examples  # scripts/block_errors.py
 
 MARKER = 10**6  # the line index a block's marker gets (no digit offset reaches it)
 
@@ -29,14 +29,19 @@ def line_mass(probs: torch.Tensor, rows, keys, chosen: torch.Tensor) -> dict[tup
     line = torch.where(marker, MARKER, offset)
     weights = probs[:, chosen]  # [h q' k]
     found = sorted(set(zip(d.flatten().tolist(), line.flatten().tolist())))
-    return {(a, "m" if b == MARKER else b): weights[:, (d == a) & (line == b)].sum(dim=-1) / int(chosen.sum())
-            for a, b in found}
+    return {
+        (a, "m" if b == MARKER else b): weights[:, (d == a) & (line == b)].sum(dim=-1)
+        / int(chosen.sum())
+        for a, b in found
+    }
 
 
 def significance_range(text: str) -> tuple[int, int]:
     first, _, last = text.partition("-")
     if not (first.isdigit() and (last or first).isdigit()):
-        raise argparse.ArgumentTypeError(f"rows must read A-B or A (digit significances), got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"rows must read A-B or A (digit significances), got {text!r}"
+        )
     return int(first), int(last or first)
 
 
@@ -51,7 +56,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     try:
-        cfg, model, [(_, frame, operands, example)] = test_examples(args.run_dir, [args.length], args.examples)
+        cfg, model, [(_, frame, operands, example)] = test_examples(
+            args.run_dir, [args.length], args.examples
+        )
     except InputError as error:
         parser.error(str(error))
     if cfg.task != "multiadd":
@@ -60,17 +67,26 @@ def main() -> None:
         _, attention = model(example.src, example.tgt_in, need_weights=True)
     blocks, n = operands.shape[1], example.tgt_out.shape[1]
     rows = output_coordinates(n, blocks, keys=False)
-    keys = {"self": output_coordinates(n, blocks, keys=True), "cross": input_coordinates(example.src.shape[1], blocks)}
-    print(f"{args.length} digits, {blocks} operands, frame {frame}; rows of blocks {args.from_block} on")
+    keys = {
+        "self": output_coordinates(n, blocks, keys=True),
+        "cross": input_coordinates(example.src.shape[1], blocks),
+    }
+    print(
+        f"{args.length} digits, {blocks} operands, frame {frame}; rows of blocks {args.from_block} on"
+    )
     for kind, columns in keys.items():
         for layer, probs in enumerate(attention):
             for first, last in args.rows:
-                chosen = (rows[1] >= first) & (rows[1] <= last) & (rows[0] >= args.from_block) & ~rows[2]
+                chosen = (
+                    (rows[1] >= first) & (rows[1] <= last) & (rows[0] >= args.from_block) & ~rows[2]
+                )
                 mass = line_mass(probs[kind].mean(dim=0), rows, columns, chosen)
                 for head in range(probs[kind].shape[1]):
-                    top = sorted(mass, key=lambda line: -mass[line][head])[:args.lines]
-                    print(f"{kind} layer {layer} rows {first}-{last} head {head}: "
-                          + " ".join(f"({d},{ell}) {mass[(d, ell)][head]:.2f}" for d, ell in top))
+                    top = sorted(mass, key=lambda line: -mass[line][head])[: args.lines]
+                    print(
+                        f"{kind} layer {layer} rows {first}-{last} head {head}: "
+                        + " ".join(f"({d},{ell}) {mass[(d, ell)][head]:.2f}" for d, ell in top)
+                    )
 
 
 if __name__ == "__main__":

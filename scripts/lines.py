@@ -8,8 +8,22 @@ each ``.py`` file counts, as ``wc -l`` counts it.
 import subprocess
 import sys
 
-CORE = {"positions", "biases", "calibrate", "model", "decoder", "fire", "abacus", "coupling", "randomized", "token_positions",
-        "size_cache", "rules", "schemes", "config"}
+CORE = {
+    "positions",
+    "biases",
+    "calibrate",
+    "model",
+    "decoder",
+    "fire",
+    "abacus",
+    "coupling",
+    "randomized",
+    "token_positions",
+    "size_cache",
+    "rules",
+    "schemes",
+    "config",
+}
 
 
 def layer(path: str) -> str | None:
@@ -17,18 +31,26 @@ def layer(path: str) -> str | None:
         return "cli.py"
     if path.startswith("tests/"):
         return "tests"
-    if path.startswith("abcmini/nn/") or (path.count("/") == 1 and path.startswith("abcmini/") and path[8:-3] in CORE
-                                          and path != "abcmini/config.py"):
+    if path.startswith("abcmini/nn/") or (
+        path.count("/") == 1
+        and path.startswith("abcmini/")
+        and path[8:-3] in CORE
+        and path != "abcmini/config.py"
+    ):
         return "library"
     return "harness" if path.startswith("abcmini/") else None
 
 
 def main(commit: str = "HEAD") -> None:
-    paths = subprocess.run(["git", "ls-tree", "-r", "--name-only", commit], capture_output=True, text=True, check=True).stdout.split()
+    paths = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", commit], capture_output=True, text=True, check=True
+    ).stdout.split()
     totals = {"library": 0, "harness": 0, "cli.py": 0, "tests": 0}
     for path in paths:
         if path.endswith(".py") and layer(path):
-            text = subprocess.run(["git", "show", f"{commit}:{path}"], capture_output=True, text=True, check=True).stdout
+            text = subprocess.run(
+                ["git", "show", f"{commit}:{path}"], capture_output=True, text=True, check=True
+            ).stdout
             totals[layer(path)] += text.count("\n")
     print(commit, " ".join(f"{name} {lines}" for name, lines in totals.items()))
 

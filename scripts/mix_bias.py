@@ -28,7 +28,9 @@ def part(text: str, heads: int) -> tuple[str, list[int]]:
     """``self``, ``cross`` or ``ATTENTION:H`` → the attention and the heads it names."""
     attention, _, head = text.partition(":")
     if attention not in ("self", "cross") or (head and not (head.isdigit() and int(head) < heads)):
-        raise InputError(f"a part is self, cross, self:H or cross:H with H below {heads}, got {text!r}")
+        raise InputError(
+            f"a part is self, cross, self:H or cross:H with H below {heads}, got {text!r}"
+        )
     return attention, [int(head)] if head else list(range(heads))
 
 
@@ -53,16 +55,22 @@ def main() -> None:
         base, other = tables(args.base), tables(args.other)
         for key in ("task", "heads", "pad_width"):
             if base.get(key) != other.get(key):
-                raise InputError(f"the files differ in {key}: {base.get(key)!r} and {other.get(key)!r}")
+                raise InputError(
+                    f"the files differ in {key}: {base.get(key)!r} and {other.get(key)!r}"
+                )
         parts = [part(text, base["heads"]) for text in args.parts]
     except InputError as error:
         parser.error(str(error))
     bias = dict(base["bias"])
     for attention, heads in parts:
-        mixed = only(bias[attention], heads, keep=False).union(only(other["bias"][attention], heads, keep=True))
+        mixed = only(bias[attention], heads, keep=False).union(
+            only(other["bias"][attention], heads, keep=True)
+        )
         bias[attention] = mixed.state()
     taken = {"from": args.other, "parts": args.parts}
-    save_bias(args.out, {**{k: v for k, v in base.items() if k != "format"}, "bias": bias, "mixed": taken})
+    save_bias(
+        args.out, {**{k: v for k, v in base.items() if k != "format"}, "bias": bias, "mixed": taken}
+    )
 
 
 if __name__ == "__main__":

@@ -47,20 +47,32 @@ def lowest(record: dict | None) -> str:
 
 
 def table() -> None:
-    print("| recipe | seed | lines the rule opens | closes | source steps | retraining steps, with / without "
-          "| lowest at 6–200, with / without | 500, with | 500, without | 500, the record |")
+    print(
+        "| recipe | seed | lines the rule opens | closes | source steps | retraining steps, with / without "
+        "| lowest at 6–200, with / without | 500, with | 500, without | 500, the record |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for path in sorted(glob.glob(os.path.join(OUT, "*-addition-abc-s[0-9].json"))):
         rule = json.load(open(path))
         without_path = path.replace(".json", "-without-rule.json")
         without = json.load(open(without_path)) if os.path.exists(without_path) else None
-        cell = os.path.join("results", rule["recipe"], "addition", f"abc-s{rule['seed']}", "eval.json")
+        cell = os.path.join(
+            "results", rule["recipe"], "addition", f"abc-s{rule['seed']}", "eval.json"
+        )
         record = json.load(open(cell))
-        opens, closes = ("–", "–") if without is None else (named(open_lines(rule) - open_lines(without)),
-                                                             named(open_lines(without) - open_lines(rule)))
+        opens, closes = (
+            ("–", "–")
+            if without is None
+            else (
+                named(open_lines(rule) - open_lines(without)),
+                named(open_lines(without) - open_lines(rule)),
+            )
+        )
         steps = f"{rule['train_steps']:,} / " + (f"{without['train_steps']:,}" if without else "–")
-        print(f"| `{rule['recipe']}` | {rule['seed']} | {opens} | {closes} | {rule['interpolation_steps']:,} | {steps} "
-              f"| {lowest(rule)} / {lowest(without)} | {at(rule, '500')} | {at(without, '500')} | {at(record, '500')} |")
+        print(
+            f"| `{rule['recipe']}` | {rule['seed']} | {opens} | {closes} | {rule['interpolation_steps']:,} | {steps} "
+            f"| {lowest(rule)} / {lowest(without)} | {at(rule, '500')} | {at(without, '500')} | {at(record, '500')} |"
+        )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,9 @@ def line(text: str) -> tuple[int, int | str, float]:
     try:
         return int(d), ell if ell == "m" else int(ell), float(value) if value else -math.inf
     except ValueError:
-        raise argparse.ArgumentTypeError(f"a line reads d:ℓ, d:m or d:ℓ=VALUE, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"a line reads d:ℓ, d:m or d:ℓ=VALUE, got {text!r}"
+        ) from None
 
 
 def main() -> None:
@@ -50,21 +52,29 @@ def main() -> None:
         parser.error(str(error))
     table = payload["bias"].get("blocks", {}).get(args.attention)
     if table is None:
-        parser.error(f"{args.bias_file} holds no block lines (a multiadd or multiply bias has them)")
+        parser.error(
+            f"{args.bias_file} holds no block lines (a multiadd or multiply bias has them)"
+        )
     values = table["values"]  # [h d (ℓ + marker)]
     heads, d_count, width = values.shape
     for d, ell, value in args.lines:
         column = width - 1 if ell == "m" else ell - table["l_first"]
         row = d - table["d_first"]
-        if not (0 <= args.head < heads and 0 <= row < d_count and 0 <= column < width - (ell != "m")):
+        if not (
+            0 <= args.head < heads and 0 <= row < d_count and 0 <= column < width - (ell != "m")
+        ):
             parser.error(f"head {args.head}, line {d}:{ell} is outside the table")
         if not math.isfinite(values[args.head, row, column]):
             parser.error(f"head {args.head} has no open line {d}:{ell}")
         values[args.head, row, column] = value
     save_bias(args.out, payload)
-    print(f"{args.out}: {args.attention}-attention head {args.head}: "
-          + ", ".join(f"({d}, {ell}) {'closed' if value == -math.inf else value}"
-                      for d, ell, value in args.lines))
+    print(
+        f"{args.out}: {args.attention}-attention head {args.head}: "
+        + ", ".join(
+            f"({d}, {ell}) {'closed' if value == -math.inf else value}"
+            for d, ell, value in args.lines
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ from collections import Counter
 
 def window(pairs: list, k: int) -> Counter:
     """The digits row ``k`` reads: pairs ``k − 1 … k + 1`` that exist (``pairs[0]`` is unused)."""
-    return Counter(d for j in range(max(1, k - 1), min(len(pairs) - 1, k + 1) + 1) for d in pairs[j])
+    return Counter(
+        d for j in range(max(1, k - 1), min(len(pairs) - 1, k + 1) + 1) for d in pairs[j]
+    )
 
 
 def splits(digits: Counter, n: int):
@@ -73,14 +75,19 @@ def main(layers: int, length: int, samples: int = 1000) -> None:
     rng, exact, rows = random.Random(0), 0, Counter()
     width = length + 5
     for _ in range(samples):
-        a, b = ([rng.randrange(10) for _ in range(length - 1)] + [rng.randrange(1, 10)] + [0] * 5 for _ in range(2))
+        a, b = (
+            [rng.randrange(10) for _ in range(length - 1)] + [rng.randrange(1, 10)] + [0] * 5
+            for _ in range(2)
+        )
         pairs = [None, *zip(a, b)]
         answer = [None, *answer_digits(dict(enumerate(pairs[1:], 1)), 1, width, 0).values()]
         right = [best_guess(pairs, answer, t, layers) == answer[t + 1] for t in range(width + 1)]
         exact += all(right)
         rows.update(t for t, r in enumerate(right) if not r)
-    print(f"{layers} layers, {length} digits, {samples} sums: Bayes-optimal exact match {100 * exact / samples:.2f}%;"
-          f" wrong rows {dict(sorted(rows.items()))}")
+    print(
+        f"{layers} layers, {length} digits, {samples} sums: Bayes-optimal exact match {100 * exact / samples:.2f}%;"
+        f" wrong rows {dict(sorted(rows.items()))}"
+    )
 
 
 if __name__ == "__main__":

@@ -4,7 +4,15 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAINED = {"trained_run", "windowed", "root", "long_root", "world", "tiny_root", "broken_checkpoint"}  # fixtures that train
+TRAINED = {
+    "trained_run",
+    "windowed",
+    "root",
+    "long_root",
+    "world",
+    "tiny_root",
+    "broken_checkpoint",
+}  # fixtures that train
 
 
 def pytest_collection_modifyitems(items):

@@ -14,8 +14,17 @@ pytestmark = pytest.mark.integration  # trains, reproduces or renders: the secon
 @pytest.fixture(scope="module")
 def windowed(tmp_path_factory):
     """NoPE + w=1 on Successor, trained on the paper's pool (at most 7 digits), padded to 24."""
-    cfg = RunConfig(task="successor", scheme="nope", window=1, pad_width=24, steps=400, stop_at=0.99, eval_every=100,
-                    valid_size=300, enc_layers=0)
+    cfg = RunConfig(
+        task="successor",
+        scheme="nope",
+        window=1,
+        pad_width=24,
+        steps=400,
+        stop_at=0.99,
+        eval_every=100,
+        valid_size=300,
+        enc_layers=0,
+    )
     trainer = Trainer(cfg, str(tmp_path_factory.mktemp("windowed")))
     last = trainer.run()
     assert last["valid_acc"] >= 0.99, trainer.history
@@ -43,7 +52,10 @@ def test_exact_match_in_one_pass_is_greedy_decodings_exact_match(windowed):
             windowed.model.scaffold, windowed.model._biases = scaffold, {}
             decoded = windowed.model.greedy(example.src, example.tgt_out.shape[1])
             greedy_hits = (decoded == example.tgt_out).all(dim=1)
-            assert torch.equal(exact_match(windowed.model, example, batch_size=128), greedy_hits), (length, scaffold)
+            assert torch.equal(exact_match(windowed.model, example, batch_size=128), greedy_hits), (
+                length,
+                scaffold,
+            )
             hits.append(greedy_hits)
         windowed.model.scaffold, windowed.model._biases = window, {}
     hits = torch.cat(hits)

@@ -15,7 +15,9 @@ INF = float("inf")
 def cells_of_line(i, j, delta, m, n, shift):
     """The cells of ``Ā [m n]`` on the line of direction ``(1, Δ)`` through cell ``(i, j)`` of
     ``Ã``, ``Ā`` translated ``shift`` columns right: ``(i + k, j + kΔ)`` for every k ∈ Z inside."""
-    return [(i + k, j + k * delta - shift) for k in range(-i, m - i) if 0 <= j + k * delta - shift < n]
+    return [
+        (i + k, j + k * delta - shift) for k in range(-i, m - i) if 0 <= j + k * delta - shift < n
+    ]
 
 
 def paper_loop(attention, M, N, kappa, deltas=PAPER_DIRECTIONS):
@@ -117,15 +119,30 @@ def test_algorithm1_counts_verticals_from_the_left_and_anti_diagonals_from_the_r
     attention = torch.zeros(1, 2, 3, dtype=torch.float64)
     attention[0, :, 0] = 1.0  # column 0: the only vertical kept
     bias = algorithm1(attention, 1.0, deltas=(0,))(2, 5)
-    assert bias[0, 0].tolist() == [0.0, -INF, -INF, -INF, -INF]  # column 0 stays column 0 in a wider matrix
+    assert bias[0, 0].tolist() == [
+        0.0,
+        -INF,
+        -INF,
+        -INF,
+        -INF,
+    ]  # column 0 stays column 0 in a wider matrix
     attention = torch.zeros(1, 2, 3, dtype=torch.float64)
-    attention[0, 0, 2], attention[0, 1, 1] = 1.0, 1.0  # the anti-diagonal through the top-right corner
+    attention[0, 0, 2], attention[0, 1, 1] = (
+        1.0,
+        1.0,
+    )  # the anti-diagonal through the top-right corner
     bias = algorithm1(attention, 1.0, deltas=(-1,))(3, 5)
-    assert [row.index(0.0) for row in bias[0].tolist()] == [4, 3, 2]  # still through the top-right corner
+    assert [row.index(0.0) for row in bias[0].tolist()] == [
+        4,
+        3,
+        2,
+    ]  # still through the top-right corner
 
 
 @pytest.mark.parametrize("heads, m, n, M, N", SHAPES)
-@pytest.mark.parametrize("delta, cross, kappa", [(-1, True, 4.5), (-1, True, 0.5), (1, False, 0.87), (1, False, 3.0)])
+@pytest.mark.parametrize(
+    "delta, cross, kappa", [(-1, True, 4.5), (-1, True, 0.5), (1, False, 0.87), (1, False, 3.0)]
+)
 def test_authors_is_their_code_cell_by_cell(heads, m, n, M, N, delta, cross, kappa):
     attention = random_attention(heads, m, n, seed=7 * m + n, causal=not cross and m == n)
     ours = authors(attention, kappa, delta, cross)(M, N).double()

@@ -10,10 +10,24 @@ A = torch.tensor([[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]])  # one head, 2 x 3
 
 
 def test_line_indices_follow_the_papers_figure():
-    assert line_ids(3, 3, 1).tolist() == [[0, 1, 2], [-1, 0, 1], [-2, -1, 0]]  # d_0 main diagonal, d_1 right
-    assert line_ids(3, 3, -1).tolist() == [[-2, -1, 0], [-1, 0, 1], [0, 1, 2]]  # d_0 from the top-right corner
-    assert line_ids(2, 3, 0).tolist() == [[-2, -1, 0], [-2, -1, 0]]  # verticals, rightmost column is 0
-    assert line_ids(2, 3, 0, right=False).tolist() == [[0, 1, 2], [0, 1, 2]]  # self-attention: from the left
+    assert line_ids(3, 3, 1).tolist() == [
+        [0, 1, 2],
+        [-1, 0, 1],
+        [-2, -1, 0],
+    ]  # d_0 main diagonal, d_1 right
+    assert line_ids(3, 3, -1).tolist() == [
+        [-2, -1, 0],
+        [-1, 0, 1],
+        [0, 1, 2],
+    ]  # d_0 from the top-right corner
+    assert line_ids(2, 3, 0).tolist() == [
+        [-2, -1, 0],
+        [-2, -1, 0],
+    ]  # verticals, rightmost column is 0
+    assert line_ids(2, 3, 0, right=False).tolist() == [
+        [0, 1, 2],
+        [0, 1, 2],
+    ]  # self-attention: from the left
     assert line_ids(2, 2, -1, right=False).tolist() == [[0, 1], [1, 2]]
 
 
@@ -25,7 +39,11 @@ def test_line_averages_by_hand():
     d, cells, first = line_average(A, 0)  # columns
     assert first == -2 and d.tolist() == [[2.5, 3.5, 4.5]] and cells.tolist() == [2, 2, 2]
     d, cells, first = line_average(A, 2)  # (1, 2): j - 2i; lines {4} {5} {1,6} {2} {3}
-    assert first == -2 and d.tolist() == [[4.0, 5.0, 3.5, 2.0, 3.0]] and cells.tolist() == [1, 1, 2, 1, 1]
+    assert (
+        first == -2
+        and d.tolist() == [[4.0, 5.0, 3.5, 2.0, 3.0]]
+        and cells.tolist() == [1, 1, 2, 1, 1]
+    )
 
 
 def test_dropoff_keeps_lines_above_mean_plus_kappa_sigma():
@@ -51,7 +69,9 @@ def test_short_corner_lines_are_not_extended():
     supported = calibrate(attention, kappa=0.5, deltas=(1,), min_support=0.5)
     assert supported.values[0, 0].tolist() == [X, X, X, 0.0, X, X, X]
     assert torch.equal(supported(6, 6)[0], torch.zeros(6, 6).fill_diagonal_(1).log())
-    steep = calibrate(attention, kappa=0.5, deltas=(3,), min_support=1.0)  # no (1, 3) line crosses all 4 rows
+    steep = calibrate(
+        attention, kappa=0.5, deltas=(3,), min_support=1.0
+    )  # no (1, 3) line crosses all 4 rows
     assert steep.transparent.all()
 
 
@@ -89,9 +109,13 @@ def test_skip_start_leaves_the_sos_sink_out_of_the_diagonals():
     d, cells, first = line_average(attention, 1, right=False, skip_start=True)
     assert first == -3 and cells.tolist() == [0, 1, 2, 3, 3, 2, 1]
     assert torch.allclose(d[0], torch.tensor([0, 0, 0, 0.8 / 3, 0, 0, 0]))
-    skipped = calibrate(attention, kappa=0.87, deltas=(1,), right=False, skip_start=True, min_support=0.5)
+    skipped = calibrate(
+        attention, kappa=0.87, deltas=(1,), right=False, skip_start=True, min_support=0.5
+    )
     assert torch.isfinite(skipped.values[0, 0]).nonzero().flatten().add(-3).tolist() == [0]
-    vertical, _, _ = line_average(attention, 0, right=False, skip_start=True)  # verticals keep column 0
+    vertical, _, _ = line_average(
+        attention, 0, right=False, skip_start=True
+    )  # verticals keep column 0
     assert vertical[0, 0] == pytest.approx(0.8)
 
 
@@ -105,7 +129,9 @@ def test_extension_to_a_larger_matrix_by_hand():
 
 
 def test_directions_merge_by_max():
-    merged = calibrate(A, kappa=0.0, deltas=(1, -1), min_support=0.0)  # diagonal keeps lines -1 and 1, anti as above
+    merged = calibrate(
+        A, kappa=0.0, deltas=(1, -1), min_support=0.0
+    )  # diagonal keeps lines -1 and 1, anti as above
     assert merged(2, 3).tolist() == [[[X, 0.0, -2.0], [0.0, -2.0, 0.0]]]
 
 
@@ -118,10 +144,16 @@ def test_a_line_that_leaves_the_padding_only_in_its_last_rows_is_dropped():
     for i in range(4):
         attention[0, i, 3 - i] = attention[0, i, 5 - i] = 0.5
     padding = torch.tensor([False, True, True, True, False, False])
-    lines = lambda bias: [bias.firsts[0] + c for c, v in enumerate(bias.values[0, 0].tolist()) if v > X]  # noqa: E731
+    lines = lambda bias: [
+        bias.firsts[0] + c for c, v in enumerate(bias.values[0, 0].tolist()) if v > X
+    ]  # noqa: E731
     assert lines(calibrate(attention, kappa=0.0, deltas=(-1,), min_support=0.5)) == [-2, 0]
-    assert lines(calibrate(attention, kappa=0.0, deltas=(-1,), min_support=0.0, padding=padding)) == [-2, 0]  # 1 row read
-    assert lines(calibrate(attention, kappa=0.0, deltas=(-1,), min_support=0.5, padding=padding)) == [0]  # 1 < 2 ≤ 2
+    assert lines(
+        calibrate(attention, kappa=0.0, deltas=(-1,), min_support=0.0, padding=padding)
+    ) == [-2, 0]  # 1 row read
+    assert lines(
+        calibrate(attention, kappa=0.0, deltas=(-1,), min_support=0.5, padding=padding)
+    ) == [0]  # 1 < 2 ≤ 2
 
 
 def test_no_vertical_on_a_column_that_holds_padding_in_some_input():
@@ -129,11 +161,20 @@ def test_no_vertical_on_a_column_that_holds_padding_in_some_input():
     lines through it stay."""
     attention = torch.tensor([[[0.4, 0.1, 0.1, 0.4], [0.4, 0.1, 0.1, 0.4]]])
     somewhere = torch.tensor([False, False, False, True])
-    assert calibrate(attention, kappa=0.0, deltas=(0,), min_support=0.0).values[0, 0].tolist() == [0.0, X, X, 0.0]
+    assert calibrate(attention, kappa=0.0, deltas=(0,), min_support=0.0).values[0, 0].tolist() == [
+        0.0,
+        X,
+        X,
+        0.0,
+    ]
     steady = calibrate(attention, kappa=0.0, deltas=(0,), min_support=0.0, no_vertical=somewhere)
     assert steady.values[0, 0].tolist() == [0.0, X, X, X]
-    anti = lambda **rule: calibrate(attention, kappa=-1.0, deltas=(-1,), min_support=0.0, **rule).values  # noqa: E731
-    assert torch.equal(anti(no_vertical=somewhere), anti()) and torch.isfinite(anti()[0, 0]).tolist() == [True, True, False, True, True]
+    anti = lambda **rule: (
+        calibrate(attention, kappa=-1.0, deltas=(-1,), min_support=0.0, **rule).values
+    )  # noqa: E731
+    assert torch.equal(anti(no_vertical=somewhere), anti()) and torch.isfinite(
+        anti()[0, 0]
+    ).tolist() == [True, True, False, True, True]
 
 
 def test_verticals_on_markers_keep_the_operator_and_drop_a_digit():
@@ -144,8 +185,22 @@ def test_verticals_on_markers_keep_the_operator_and_drop_a_digit():
     attention[..., 4] = attention[..., 3] = 0.3
     markers = marker_columns(((0, 0), (1, 3), (4, 4), (5, 7)), 8)  # $ a + b
     assert markers.tolist() == [True, False, False, False, True, False, False, False]
-    assert marker_columns(((0, 0), (1, 3), (4, 4), (5, 5)), 6).tolist() == [True, False, False, False, True, True]  # $ a * b
-    kept = lambda **rule: torch.isfinite(calibrate(attention, kappa=1.0, deltas=(0,), **rule, min_support=0.5).values[0, 0]).nonzero().flatten().tolist()  # noqa: E731
+    assert marker_columns(((0, 0), (1, 3), (4, 4), (5, 5)), 6).tolist() == [
+        True,
+        False,
+        False,
+        False,
+        True,
+        True,
+    ]  # $ a * b
+    kept = lambda **rule: (
+        torch.isfinite(
+            calibrate(attention, kappa=1.0, deltas=(0,), **rule, min_support=0.5).values[0, 0]
+        )
+        .nonzero()
+        .flatten()
+        .tolist()
+    )  # noqa: E731
     assert kept() == [3, 4]
     assert kept(no_vertical=~markers) == [4]
 
@@ -158,9 +213,22 @@ def test_a_marker_vertical_read_above_the_average_line_is_kept_below_kappa_sigma
     attention = torch.tensor([[0.2, 0.1, 0.1, 0.1, 0.2, 0.4]]).expand(1, 4, 6)
     no_vertical = ~marker_columns(((0, 0), (1, 3), (4, 4), (5, 5)), 6)
     kept = lambda bias: torch.isfinite(bias.values[0, 0]).nonzero().flatten().tolist()  # noqa: E731
-    assert kept(calibrate(attention, kappa=2.0, deltas=(0,), no_vertical=no_vertical, min_support=0.5)) == [5]
-    assert kept(calibrate(attention, kappa=2.0, deltas=(0,), no_vertical=no_vertical, kappa_vertical=0.0, min_support=0.5)) == [0, 4, 5]
-    anti = lambda **rule: calibrate(attention, kappa=2.0, deltas=(-1,), **rule, min_support=0.5).values  # noqa: E731
+    assert kept(
+        calibrate(attention, kappa=2.0, deltas=(0,), no_vertical=no_vertical, min_support=0.5)
+    ) == [5]
+    assert kept(
+        calibrate(
+            attention,
+            kappa=2.0,
+            deltas=(0,),
+            no_vertical=no_vertical,
+            kappa_vertical=0.0,
+            min_support=0.5,
+        )
+    ) == [0, 4, 5]
+    anti = lambda **rule: (
+        calibrate(attention, kappa=2.0, deltas=(-1,), **rule, min_support=0.5).values
+    )  # noqa: E731
     assert torch.equal(anti(kappa_vertical=0.0), anti())
 
 
@@ -169,23 +237,35 @@ def test_self_diagonals_keep_a_band_from_the_rows_own_token_back():
     −3), head 1 lines 0 and −1. Without the band both heads keep both lines; with it head 0 loses
     line −3, which skips lines −1 and −2, and head 1 keeps its band."""
     i, j = torch.arange(8).view(8, 1), torch.arange(8).view(1, 8)
-    reads = lambda *lags: sum(((j == i + lag) | ((j == 0) & (i + lag < 0))).float() for lag in lags) / len(lags)  # noqa: E731
+    reads = lambda *lags: (
+        sum(((j == i + lag) | ((j == 0) & (i + lag < 0))).float() for lag in lags) / len(lags)
+    )  # noqa: E731
     attention = torch.stack([reads(0, -3), reads(0, -1)])
-    kept = lambda bias, h: [bias.firsts[0] + c for c in torch.isfinite(bias.values[0, h]).nonzero().flatten().tolist()]  # noqa: E731
+    kept = lambda bias, h: [
+        bias.firsts[0] + c for c in torch.isfinite(bias.values[0, h]).nonzero().flatten().tolist()
+    ]  # noqa: E731
     free = calibrate(attention, kappa=0.87, deltas=(1,), right=False, causal=0.5, min_support=0.5)
     assert [kept(free, 0), kept(free, 1)] == [[-3, 0], [-1, 0]]
-    banded = calibrate(attention, kappa=0.87, deltas=(1,), right=False, causal=0.5, band=True, min_support=0.5)
+    banded = calibrate(
+        attention, kappa=0.87, deltas=(1,), right=False, causal=0.5, band=True, min_support=0.5
+    )
     assert [kept(banded, 0), kept(banded, 1)] == [[0], [-1, 0]]
 
 
 def test_a_self_attention_vertical_open_to_the_last_rows_only_is_dropped():
     """Causal 4 × 4: column 3 can be attended from row 3 only, one cell (< 0.5 · 4 rows); it
     passes the dropoff on that cell, and it would mark the last row."""
-    attention = torch.tensor([[[1.0, 0, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1]]])  # d = [.75, 0, 0, .25]
-    assert calibrate(attention, kappa=-0.5, deltas=(0,), right=False, min_support=0.5).values[0, 0].tolist() == [0.0, X, X, -0.5]
+    attention = torch.tensor(
+        [[[1.0, 0, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1]]]
+    )  # d = [.75, 0, 0, .25]
+    assert calibrate(attention, kappa=-0.5, deltas=(0,), right=False, min_support=0.5).values[
+        0, 0
+    ].tolist() == [0.0, X, X, -0.5]
     causal = calibrate(attention, kappa=-0.5, deltas=(0,), right=False, causal=0.5, min_support=0.5)
     assert causal.values[0, 0].tolist() == [0.0, X, X, X]
-    alone = calibrate(attention, kappa=-0.5, deltas=(0,), right=False, causal=0.5)  # the rule without support's
+    alone = calibrate(
+        attention, kappa=-0.5, deltas=(0,), right=False, causal=0.5
+    )  # the rule without support's
     assert alone.values[0, 0].tolist() == [0.0, X, X, X]
 
 
@@ -206,22 +286,32 @@ def test_lines_that_read_only_padding_are_dropped():
     −2 {(0,1), (1,0)}, −1 {(0,2), (1,1)}, 0 {(0,3), (1,2)}, 1 {(1,3)}."""
     attention = torch.tensor([[[0.0, 0.1, 0.9, 0.0], [0.0, 0.9, 0.1, 0.0]]])
     padding = torch.tensor([False, True, True, False])
-    kept = calibrate(attention, kappa=0.0, deltas=(-1,), min_support=0.0)  # d = [0, .05, .5, .05, 0], μ .12
+    kept = calibrate(
+        attention, kappa=0.0, deltas=(-1,), min_support=0.0
+    )  # d = [0, .05, .5, .05, 0], μ .12
     assert kept.values[0, 0].tolist() == [X, X, 0.0, X, X]
     # line −1 lies on columns 1 and 2 only: dropped; line −2 crosses the `$` (column 0), line 0 the 7
     dropped = calibrate(attention, kappa=0.0, deltas=(-1,), min_support=0.0, padding=padding)
     assert dropped.transparent.tolist() == [True]
-    verticals = calibrate(attention, kappa=-1.5, deltas=(0,), min_support=0.0, padding=padding)  # keeps every line
+    verticals = calibrate(
+        attention, kappa=-1.5, deltas=(0,), min_support=0.0, padding=padding
+    )  # keeps every line
     assert verticals.values[0, 0].tolist() == [-0.5, X, X, -0.5]  # d = [0, .5, .5, 0]
 
 
 def test_union_of_layers_opens_the_lines_of_either():
-    first = calibrate(A, kappa=0.5, deltas=(1,), min_support=0.0)  # lines -1 and 1 (see test_extension_to_a_larger_matrix_by_hand)
-    second = calibrate(A, kappa=0.0, deltas=(-1,), min_support=0.0)  # anti-diagonals 0 (-2.0) and 1 (0.0)
+    first = calibrate(
+        A, kappa=0.5, deltas=(1,), min_support=0.0
+    )  # lines -1 and 1 (see test_extension_to_a_larger_matrix_by_hand)
+    second = calibrate(
+        A, kappa=0.0, deltas=(-1,), min_support=0.0
+    )  # anti-diagonals 0 (-2.0) and 1 (0.0)
     united = first.union(second)
     assert united.deltas == (1, -1)
     assert torch.equal(united(3, 5), torch.maximum(first(3, 5), second(3, 5)))
-    assert torch.equal(united(2, 3), calibrate(A, kappa=0.0, deltas=(1, -1), min_support=0.0)(2, 3))  # = test_directions_merge_by_max
+    assert torch.equal(
+        united(2, 3), calibrate(A, kappa=0.0, deltas=(1, -1), min_support=0.0)(2, 3)
+    )  # = test_directions_merge_by_max
     with pytest.raises(ValueError, match="different attentions or anchors"):
         first.union(calibrate(A, kappa=0.5, deltas=(1,), min_support=0.0, right=False))
 
@@ -231,7 +321,9 @@ def test_a_silent_empty_head_reads_only_the_first_column():
     bias = calibrate(flat, kappa=0.5, deltas=(1,), transparent_empty=False, min_support=0.5)
     assert bias.transparent.tolist() == [False, True]
     assert bias(3, 4)[1].tolist() == [[0.0, X, X, X]] * 3
-    assert torch.equal(bias(3, 4)[0], calibrate(flat, kappa=0.5, deltas=(1,), min_support=0.5)(3, 4)[0])  # other heads unchanged
+    assert torch.equal(
+        bias(3, 4)[0], calibrate(flat, kappa=0.5, deltas=(1,), min_support=0.5)(3, 4)[0]
+    )  # other heads unchanged
 
 
 @pytest.mark.parametrize("right", [True, False])
@@ -248,21 +340,34 @@ def test_materialized_sizes_agree_on_their_common_cells(delta, right):
     assert torch.equal(small[rows_with_open_cells], common[rows_with_open_cells])
 
 
-
 def test_the_procedure_without_rules_is_algorithm_1_on_the_last_layer():
     """``procedure(…, rules=())`` is the paper as written: the last decoder layer, directions 1, −1
     and 0 in both attentions, corner-anchored lines, every line counted, empty heads transparent."""
     torch.manual_seed(0)
-    self_avg, cross_avg = torch.rand(2, 4, 5, 5).softmax(-1), torch.rand(2, 4, 5, 12).softmax(-1)  # [layers h q k]
+    self_avg, cross_avg = (
+        torch.rand(2, 4, 5, 5).softmax(-1),
+        torch.rand(2, 4, 5, 12).softmax(-1),
+    )  # [layers h q k]
     layout = ((0, 0), (1, 5), (6, 6), (7, 11))  # $, a, +, b
-    src_padding, out_padding = torch.zeros(3, 12, dtype=torch.bool), torch.zeros(3, 5, dtype=torch.bool)
+    src_padding, out_padding = (
+        torch.zeros(3, 12, dtype=torch.bool),
+        torch.zeros(3, 5, dtype=torch.bool),
+    )
     args = (self_avg, cross_avg, layout, src_padding, out_padding, 0.87, 4.5, 0.5)
     paper = procedure(*args, rules=())
-    assert torch.equal(paper.self_attention.values, calibrate(self_avg[-1], 0.87, (1, -1, 0), right=False).values)
-    assert torch.equal(paper.cross_attention.values, calibrate(cross_avg[-1], 4.5, (1, -1, 0)).values)
+    assert torch.equal(
+        paper.self_attention.values, calibrate(self_avg[-1], 0.87, (1, -1, 0), right=False).values
+    )
+    assert torch.equal(
+        paper.cross_attention.values, calibrate(cross_avg[-1], 4.5, (1, -1, 0)).values
+    )
     assert paper.cross_attention.transparent_empty and not paper.cross_attention.anchored
-    every = procedure(*args)  # abcmini's procedure: both layers united, lines anchored at the operands
-    assert len(every.cross_attention.deltas) == 2 * 2 * len(layout) and every.cross_attention.anchored
+    every = procedure(
+        *args
+    )  # abcmini's procedure: both layers united, lines anchored at the operands
+    assert (
+        len(every.cross_attention.deltas) == 2 * 2 * len(layout) and every.cross_attention.anchored
+    )
     for rule in RULES:  # each rule is one switch of the procedure
         procedure(*args, rules=tuple(r for r in RULES if r != rule))
     with pytest.raises(ValueError, match="unknown calibration rules"):
@@ -277,7 +382,10 @@ def test_same_digit_opens_a_line_on_every_operand_where_one_operand_has_it():
     m, n = 4, 12
     rows = torch.arange(m)
     attention = torch.full((1, m, n), 0.01)
-    attention[0, rows, 5 - rows], attention[0, rows, 11 - rows] = 0.8, 0.2  # row i: a's and b's digit i
+    attention[0, rows, 5 - rows], attention[0, rows, 11 - rows] = (
+        0.8,
+        0.2,
+    )  # row i: a's and b's digit i
     attention = attention / attention.sum(-1, keepdim=True)
 
     def line_zero(layout, kappa=2.5, **rule):  # the value of line 0 on parts 1 and 3 (−inf: closed)
@@ -290,4 +398,6 @@ def test_same_digit_opens_a_line_on_every_operand_where_one_operand_has_it():
     assert pooled[0] == pooled[1] > float("-inf")
     one_digit = ((0, 0), (1, 5), (6, 6), (11, 11))  # $, a, *, a one-digit multiplier (N×1)
     assert line_zero(one_digit, 0.5)[1] > float("-inf")  # the multiplier's line, read at 0.2
-    assert line_zero(one_digit, 0.5, same_digit=True) == line_zero(one_digit, 0.5)  # not pooled with $ or *
+    assert line_zero(one_digit, 0.5, same_digit=True) == line_zero(
+        one_digit, 0.5
+    )  # not pooled with $ or *

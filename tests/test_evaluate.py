@@ -4,20 +4,22 @@ analysis scripts read a run's test numbers as its evaluation does."""
 
 import pytest
 import torch
+from test_model import Fixed, random_bias
 
-from abcmini.nn.biases import Window
-from abcmini.nn.decoder import build_model
 from abcmini.evaluate import exact_match, extrapolation_hits
 from abcmini.experiment import RunConfig
+from abcmini.nn.biases import Window
 from abcmini.nn.config import PRESETS, ModelConfig
+from abcmini.nn.decoder import build_model
 from abcmini.nn.schemes import SCHEMES
 from abcmini.store import save_checkpoint
 from abcmini.tasks import Example, exact_length_numbers, format_task
 from abcmini.train import Trainer
-from test_model import Fixed, random_bias
 
 
-def targets_of_its_own(model, src: torch.Tensor, steps: int, screen: int) -> tuple[Example, torch.Tensor]:
+def targets_of_its_own(
+    model, src: torch.Tensor, steps: int, screen: int
+) -> tuple[Example, torch.Tensor]:
     """The model's own greedy answers as targets, one token changed in two thirds of them: in
     the screened rows for a third, after them for another; and which targets greedy reproduces."""
     decoded = model.greedy(src, steps)
@@ -30,17 +32,29 @@ def targets_of_its_own(model, src: torch.Tensor, steps: int, screen: int) -> tup
 
 
 @pytest.mark.parametrize("arch", ["encoder-decoder", "decoder"])
-@pytest.mark.parametrize("scheme,scaffold", [(scheme, "none") for scheme in SCHEMES] + [("nope", "window"), ("nope", "bias")])
+@pytest.mark.parametrize(
+    "scheme,scaffold",
+    [(scheme, "none") for scheme in SCHEMES] + [("nope", "window"), ("nope", "bias")],
+)
 def test_a_screened_pass_gives_greedy_decodings_verdict(arch, scheme, scaffold):
     torch.manual_seed(0)
-    ex = format_task("addition", exact_length_numbers(12, 0)[:18], exact_length_numbers(12, 1)[:18], 14)
+    ex = format_task(
+        "addition", exact_length_numbers(12, 0)[:18], exact_length_numbers(12, 1)[:18], 14
+    )
     steps, n_src = ex.tgt_out.shape[1], ex.src.shape[1]
-    chosen = {"none": None, "window": Window(1),
-              "bias": Fixed(random_bias(4, steps, steps, 1), random_bias(4, steps, n_src, 2))}[scaffold]
-    cfg = ModelConfig(**{**PRESETS["tiny"], "heads": 4, "enc_layers": 1}, arch=arch, scheme=scheme, cpi_from="end")
+    chosen = {
+        "none": None,
+        "window": Window(1),
+        "bias": Fixed(random_bias(4, steps, steps, 1), random_bias(4, steps, n_src, 2)),
+    }[scaffold]
+    cfg = ModelConfig(
+        **{**PRESETS["tiny"], "heads": 4, "enc_layers": 1}, arch=arch, scheme=scheme, cpi_from="end"
+    )
     model = build_model(cfg, chosen).eval()
     example, greedy_hits = targets_of_its_own(model, ex.src, steps, screen=3)
-    batch = len(ex.src) if scheme == "random" else 6  # randomized positions: each row of a batch its own test draw
+    batch = (
+        len(ex.src) if scheme == "random" else 6
+    )  # randomized positions: each row of a batch its own test draw
     assert torch.equal(exact_match(model, example, batch, screen_rows=3), greedy_hits)
     assert torch.equal(exact_match(model, example, batch, screen_rows=0), greedy_hits)
 
@@ -48,8 +62,16 @@ def test_a_screened_pass_gives_greedy_decodings_verdict(arch, scheme, scaffold):
 def test_the_error_scripts_format_an_aligned_run_as_its_evaluation_does(tmp_path, script):
     """``scripts/first_errors.py`` and ``scripts/block_errors.py`` read a run's test numbers in
     the run's own input: an Addition run with a window sees its operands interleaved."""
-    cfg = RunConfig(task="addition", window=1, window_unit="pair", preset="tiny", pad_width=8, steps=1,
-                    batch_size=8, valid_size=10)
+    cfg = RunConfig(
+        task="addition",
+        window=1,
+        window_unit="pair",
+        preset="tiny",
+        pad_width=8,
+        steps=1,
+        batch_size=8,
+        valid_size=10,
+    )
     trainer = Trainer(cfg, str(tmp_path))
     save_checkpoint(str(tmp_path), trainer.state())
     expected, _ = extrapolation_hits(trainer.model, "addition", 6, 8, 0, cfg.aligned)
@@ -57,4 +79,6 @@ def test_the_error_scripts_format_an_aligned_run_as_its_evaluation_does(tmp_path
     _, _, [(_, frame, _, block)] = script("block_errors").test_examples(str(tmp_path), [6], 5)
     assert cfg.aligned and frame == 8
     for example in (first, block):
-        assert torch.equal(example.src, expected.src[:5]) and torch.equal(example.tgt_out, expected.tgt_out[:5])
+        assert torch.equal(example.src, expected.src[:5]) and torch.equal(
+            example.tgt_out, expected.tgt_out[:5]
+        )

@@ -12,7 +12,17 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from abcmini.experiment import ABS_METHODS, ABS_TASKS, MAIN_METHODS, MAIN_TASKS, OVERRIDABLE, Cell, Experiment, option_name
+from abcmini.config import CALIBRATIONS, Calibration
+from abcmini.experiment import (
+    ABS_METHODS,
+    ABS_TASKS,
+    MAIN_METHODS,
+    MAIN_TASKS,
+    OVERRIDABLE,
+    Cell,
+    Experiment,
+    option_name,
+)
 from abcmini.recipes import PAPER, PAPER64, QUICK, RECIPES, ConfigError, load_recipe
 from abcmini.reproduce import plan, table_cells
 from abcmini.sweep import command_line, expand, load_sweep
@@ -21,9 +31,24 @@ from cli import app
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 runner = CliRunner()
-STUDIED = ("kappa_cross", "kappa_self")  # what a sweep may vary beyond the cell; every other value is the recipe's
-CELL = ("recipe", "task", "method", "seed", "window", "period", "threads")  # a cell's identity, and what changes no result
-SHRUNK = {"smoke"}  # sweeps that shrink the recipe (tiny runs): every value they set beyond the cell is an override
+STUDIED = (
+    "kappa_cross",
+    "kappa_self",
+    "calibration",
+    "rules",
+)  # what a sweep may vary beyond the cell; every other value is the recipe's
+CELL = (
+    "recipe",
+    "task",
+    "method",
+    "seed",
+    "window",
+    "period",
+    "threads",
+)  # a cell's identity, and what changes no result
+SHRUNK = {
+    "smoke"
+}  # sweeps that shrink the recipe (tiny runs): every value they set beyond the cell is an override
 
 
 def dry_run(*args) -> dict:
@@ -32,7 +57,9 @@ def dry_run(*args) -> dict:
     return json.loads(result.stdout)
 
 
-def reproduce_experiment(recipe, task, method, seed, overrides=None, window=None, period=None) -> dict:
+def reproduce_experiment(
+    recipe, task, method, seed, overrides=None, window=None, period=None
+) -> dict:
     """What `reproduce` resolves for a cell: the job of that cell in its plan."""
     cell = Cell.of(task, method, seed, window, period)
     (job,) = [job for job in plan(recipe, [cell], "root", overrides) if job.cell == cell]
@@ -50,22 +77,48 @@ def test_every_sweep_run_resolves_to_what_reproduce_runs_for_its_cell(path):
         assert argv[:5] == ["python", "-m", "cli", "train", "--continue"]
         resolved = dry_run(*argv[5:])["experiment"]
         shrunk = config["name"] in SHRUNK
-        overrides = {key: value for key, value in params.items() if (key not in CELL if shrunk else key in STUDIED)}
+        overrides = {
+            key: value
+            for key, value in params.items()
+            if (key not in CELL if shrunk else key in STUDIED)
+        }
+        if (
+            "calibration" in overrides
+        ):  # --calibration NAME: the field algorithm and the settings it implies
+            name = overrides.pop("calibration")
+            overrides |= {"algorithm": name, **CALIBRATIONS[name]}
         if isinstance(overrides.get("lengths"), str):  # the command line's comma-separated form
             overrides["lengths"] = [int(n) for n in overrides["lengths"].split(",")]
-        expected = reproduce_experiment(load_recipe(params["recipe"]), params["task"], params["method"], params.get("seed", 0),
-                                        overrides, params.get("window"), params.get("period"))
+        expected = reproduce_experiment(
+            load_recipe(params["recipe"]),
+            params["task"],
+            params["method"],
+            params.get("seed", 0),
+            overrides,
+            params.get("window"),
+            params.get("period"),
+        )
+        if expected["calibration"]:  # the dry run prints what the calibration reads
+            expected["calibration"] = Calibration(**expected["calibration"]).used()
         assert resolved == expected, (argv, resolved, expected)
 
 
 @pytest.mark.parametrize("recipe", sorted(RECIPES))
 @pytest.mark.usefixtures("empty_cwd")
 def test_train_resolves_every_cell_of_both_tables_as_reproduce_does(recipe):
-    cells = table_cells(MAIN_TASKS, MAIN_METHODS, (0, 1, 2)) + table_cells(ABS_TASKS, ABS_METHODS, (0, 1, 2))
+    cells = table_cells(MAIN_TASKS, MAIN_METHODS, (0, 1, 2)) + table_cells(
+        ABS_TASKS, ABS_METHODS, (0, 1, 2)
+    )
     assert len(set(cells)) == 3 * (3 * 4 + 4 * 4 - 3)  # both tables, Vanilla once per task
-    jobs = {job.cell: job.experiment.to_dict() for job in plan(RECIPES[recipe], cells, "root") if not job.train_only}
+    jobs = {
+        job.cell: job.experiment.to_dict()
+        for job in plan(RECIPES[recipe], cells, "root")
+        if not job.train_only
+    }
     for cell in cells:
-        resolved = dry_run("--recipe", recipe, "--task", cell.task, "--method", cell.method, "--seed", cell.seed)
+        resolved = dry_run(
+            "--recipe", recipe, "--task", cell.task, "--method", cell.method, "--seed", cell.seed
+        )
         assert resolved["experiment"] == jobs[cell], cell
         assert resolved["experiment"]["overrides"] == {}
 
@@ -74,50 +127,137 @@ def test_train_resolves_every_cell_of_both_tables_as_reproduce_does(recipe):
 def test_an_option_overrides_one_field_and_is_recorded():
     plain = dry_run("--task", "addition", "--method", "abc")
     assert plain["out"] == os.path.join("runs", "paper", "addition", "abc-s0")
-    assert plain["source"] == os.path.join("runs", "paper", "addition", "vanilla-s0-pad_width=10")  # ABC's own frame
-    changed = dry_run("--task", "addition", "--method", "abc", "--steps", 99, "--kappa-cross", 3, "--lr", 0.002)
+    assert plain["source"] == os.path.join(
+        "runs", "paper", "addition", "vanilla-s0-pad_width=10"
+    )  # ABC's own frame
+    changed = dry_run(
+        "--task", "addition", "--method", "abc", "--steps", 99, "--kappa-cross", 3, "--lr", 0.002
+    )
     assert changed["experiment"]["overrides"] == {"steps": 99, "kappa_cross": 3.0, "lr": 0.002}
-    assert changed["experiment"]["run"]["steps"] == 99 and changed["experiment"]["source"]["steps"] == PAPER.steps_addition_plain
-    assert changed["experiment"]["source"]["lr"] == 0.002  # the optimizer is shared by source and retraining
+    assert (
+        changed["experiment"]["run"]["steps"] == 99
+        and changed["experiment"]["source"]["steps"] == PAPER.steps_addition_plain
+    )
+    assert (
+        changed["experiment"]["source"]["lr"] == 0.002
+    )  # the optimizer is shared by source and retraining
     assert changed["experiment"]["calibration"]["kappa_cross"] == 3.0
     assert changed["out"] != plain["out"] and changed["source"] != plain["source"]
     for key in ("run", "calibration"):
-        differing = {k for k in plain["experiment"][key] if plain["experiment"][key][k] != changed["experiment"][key][k]}
+        differing = {
+            k
+            for k in plain["experiment"][key]
+            if plain["experiment"][key][k] != changed["experiment"][key][k]
+        }
         assert differing == {"run": {"steps", "lr"}, "calibration": {"kappa_cross"}}[key]
     # the recipe's own value is no override
-    assert dry_run("--task", "addition", "--method", "abc", "--kappa-cross", PAPER.calibration.kappa_cross) == plain
+    assert (
+        dry_run(
+            "--task", "addition", "--method", "abc", "--kappa-cross", PAPER.calibration.kappa_cross
+        )
+        == plain
+    )
     # options that only name the cell are no override either
-    assert dry_run("--method", "vanilla", "--window", 1, "--period", 3)["experiment"] == dry_run("--method", "+T=3")["experiment"]
+    assert (
+        dry_run("--method", "vanilla", "--window", 1, "--period", 3)["experiment"]
+        == dry_run("--method", "+T=3")["experiment"]
+    )
 
 
 @pytest.mark.usefixtures("empty_cwd")
 def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
     """The schema is written once: each overridable field reaches its run through its own option,
     and the command an experiment records resolves to the same experiment."""
-    changed = {"arch": "decoder", "preset": "tiny", "pe_scale": 0.5, "cpi_from": "end", "pad_width": 30, "frame_spread": 2,
-               "data_seed": 4, "steps": 77, "min_steps": 33, "batch_size": 16, "lr": 0.002, "warmup": 7, "stop_at": 0.9, "train_on": 2.0, "eval_every": 11,
-               "valid_size": 33, "abc_pad_width": 12, "kappa_self": 0.5, "kappa_cross": 3.0, "min_support": 0.25, "samples": 40, "seed": 5,
-               "min_accuracy": 0.5, "rules": "all,-band", "lengths": (6, 9), "test_seed": 3, "test_frame": "fixed",
-               "layers": 3, "heads": 2, "d_model": 32, "train_digits": 8, "train_numbers": "uniform"}
+    changed = {
+        "arch": "decoder",
+        "preset": "tiny",
+        "pe_scale": 0.5,
+        "cpi_from": "end",
+        "pad_width": 30,
+        "frame_spread": 2,
+        "data_seed": 4,
+        "steps": 77,
+        "min_steps": 33,
+        "batch_size": 16,
+        "lr": 0.002,
+        "warmup": 7,
+        "stop_at": 0.9,
+        "train_on": 2.0,
+        "eval_every": 11,
+        "valid_size": 33,
+        "abc_pad_width": 12,
+        "kappa_self": 0.5,
+        "kappa_cross": 3.0,
+        "min_support": 0.25,
+        "samples": 40,
+        "seed": 5,
+        "min_accuracy": 0.5,
+        "rules": "all,-band",
+        "lengths": (6, 9),
+        "test_seed": 3,
+        "test_frame": "fixed",
+        "layers": 3,
+        "heads": 2,
+        "d_model": 32,
+        "train_digits": 8,
+        "train_numbers": "uniform",
+    }
     # --bias: test_an_option_…; a decoder has no encoder; ABC's model has no position table (test_a_model_shape_…)
     # … and unequal operands are +varied Addition's (below); Coupling's levels are coupling's
     # (test_schemes.py::test_coupling_second_level_…); --calibration has no rules but abcmini's (below, and
     # test_the_dry_run_names_the_calibration_…)
-    assert set(changed) == set(OVERRIDABLE) - {"bias_file", "enc_layers", "window_unit", "max_position", "operand_lengths",
-                                               "coupling_levels", "algorithm"}
-    named = dry_run("--task", "addition", "--method", "abc", "--calibration", "authors", "--seed", 2)
+    assert set(changed) == set(OVERRIDABLE) - {
+        "bias_file",
+        "enc_layers",
+        "window_unit",
+        "max_position",
+        "operand_lengths",
+        "coupling_levels",
+        "algorithm",
+    }
+    named = dry_run(
+        "--task", "addition", "--method", "abc", "--calibration", "authors", "--seed", 2
+    )
     assert dry_run(*shlex.split(named["experiment"]["command"])[2:]) == named
-    unequal = dry_run("--task", "addition", "--method", "coupling+varied", "--train-digits", 9, "--operand-lengths", "unequal")
-    assert unequal["experiment"]["run"]["operand_lengths"] == "unequal" and "operand_lengths=unequal" in unequal["out"]
+    unequal = dry_run(
+        "--task",
+        "addition",
+        "--method",
+        "coupling+varied",
+        "--train-digits",
+        9,
+        "--operand-lengths",
+        "unequal",
+    )
+    assert (
+        unequal["experiment"]["run"]["operand_lengths"] == "unequal"
+        and "operand_lengths=unequal" in unequal["out"]
+    )
     assert dry_run("--enc-layers", 2)["experiment"]["overrides"] == {"enc_layers": 2}
-    paired = dry_run("--task", "addition", "--method", "+w=1", "--window-unit", "column")["experiment"]  # a window on a binary task
-    assert paired["overrides"] == {"window_unit": "column"} and paired["run"]["window_unit"] == "column"
-    args = [f"--{option_name(field).replace('_', '-')}={','.join(map(str, v)) if isinstance(v, tuple) else v}" for field, v in changed.items()]
+    paired = dry_run("--task", "addition", "--method", "+w=1", "--window-unit", "column")[
+        "experiment"
+    ]  # a window on a binary task
+    assert (
+        paired["overrides"] == {"window_unit": "column"}
+        and paired["run"]["window_unit"] == "column"
+    )
+    args = [
+        f"--{option_name(field).replace('_', '-')}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
+        for field, v in changed.items()
+    ]
     resolved = dry_run("--task", "addition", "--method", "abc", *args)["experiment"]
-    assert {k: tuple(v) if isinstance(v, list) else v for k, v in resolved["overrides"].items()} == changed
+    assert {
+        k: tuple(v) if isinstance(v, list) else v for k, v in resolved["overrides"].items()
+    } == changed
     experiment = Experiment.from_dict(resolved)
-    assert experiment.to_dict() == resolved and experiment.calibration.seed == 5 and experiment.run.cpi_from == "end"
-    assert experiment.source.lr == 0.002 and experiment.source.steps == PAPER.steps_addition_plain  # shared and own fields
+    assert (
+        experiment.to_dict() == resolved
+        and experiment.calibration.seed == 5
+        and experiment.run.cpi_from == "end"
+    )
+    assert (
+        experiment.source.lr == 0.002 and experiment.source.steps == PAPER.steps_addition_plain
+    )  # shared and own fields
     again = dry_run(*shlex.split(experiment.command)[2:])["experiment"]
     assert again == resolved
 
@@ -130,29 +270,82 @@ def test_a_model_shape_set_by_options_is_the_runs_and_a_protocol_of_its_own():
     from abcmini.outputs.report import describe_protocol, protocol
 
     options = ("--layers", 1, "--heads", 4, "--d-model", 128, "--max-position", 64)
-    run = dry_run("--recipe", "decoder", "--task", "addition", "--method", "coupling", *map(str, options))["experiment"]["run"]
+    run = dry_run(
+        "--recipe", "decoder", "--task", "addition", "--method", "coupling", *map(str, options)
+    )["experiment"]["run"]
     cfg = RunConfig(**run)
     model = build_model(cfg.model_config())
-    assert (len(model.layers), model.cfg.heads, model.cfg.d_model, model.cfg.d_ff) == (1, 4, 128, 512)
-    assert model.token_positions.table.num_embeddings == 65 and cfg.shape == "1 layer, 4 heads, d 128, 64 positions"
-    preset = {"recipe": "decoder", "arch": "decoder", "preset": "cpu", "pad_width": 12, "test_frame": "follows"}
-    assert protocol({**preset, "shape": cfg.shape}) != protocol(preset) == protocol({**preset, "shape": None})
-    assert "preset cpu (1 layer, 4 heads, d 128, 64 positions)" in describe_protocol(protocol({**preset, "shape": cfg.shape}))
-    assert RunConfig(task="addition", arch="decoder").model_config().dec_layers == 4  # the preset's two layers, doubled
-    for bad, needle in [(("--heads", 3), "must be a multiple of its heads (3)"), (("--max-position", 64), "vanilla has none"),
-                        (("--layers", 0), "--layers must be at least 1")]:
+    assert (len(model.layers), model.cfg.heads, model.cfg.d_model, model.cfg.d_ff) == (
+        1,
+        4,
+        128,
+        512,
+    )
+    assert (
+        model.token_positions.table.num_embeddings == 65
+        and cfg.shape == "1 layer, 4 heads, d 128, 64 positions"
+    )
+    preset = {
+        "recipe": "decoder",
+        "arch": "decoder",
+        "preset": "cpu",
+        "pad_width": 12,
+        "test_frame": "follows",
+    }
+    assert (
+        protocol({**preset, "shape": cfg.shape})
+        != protocol(preset)
+        == protocol({**preset, "shape": None})
+    )
+    assert "preset cpu (1 layer, 4 heads, d 128, 64 positions)" in describe_protocol(
+        protocol({**preset, "shape": cfg.shape})
+    )
+    assert (
+        RunConfig(task="addition", arch="decoder").model_config().dec_layers == 4
+    )  # the preset's two layers, doubled
+    for bad, needle in [
+        (("--heads", 3), "must be a multiple of its heads (3)"),
+        (("--max-position", 64), "vanilla has none"),
+        (("--layers", 0), "--layers must be at least 1"),
+    ]:
         result = runner.invoke(app, ["train", *map(str, bad), "--dry-run"])
         assert result.exit_code == 2 and needle in result.output, result.output
 
 
 ACTIONS = {  # per command, the options that are no setting of a run: what the command does with one
-    "train": {"recipe", "growing", "out", "source", "resume", "proceed", "overwrite", "threads", "device", "wandb",
-              "wandb_project", "dry_run"},
+    "train": {
+        "recipe",
+        "growing",
+        "out",
+        "source",
+        "resume",
+        "proceed",
+        "overwrite",
+        "threads",
+        "device",
+        "wandb",
+        "wandb_project",
+        "dry_run",
+    },
     "eval": {"run_dir", "batch_size", "wandb", "wandb_project", "device"},
     "calibrate": {"run_dir", "recipe", "out", "overwrite", "wandb", "wandb_project"},
-    "recipe": {"name"}, "report": {"runs_dir", "out", "readme", "beside"}, "dashboard": {"runs_dirs", "out"},
-    "reproduce": {"recipe", "tasks", "methods", "seeds", "quick", "out", "workers", "wandb", "wandb_project", "dry_run"},
-    "sweep": {"file", "count", "dry_run"}, "sync": {"root", "entity", "project", "dry_run"},
+    "recipe": {"name"},
+    "report": {"runs_dir", "out", "readme", "beside"},
+    "dashboard": {"runs_dirs", "out"},
+    "reproduce": {
+        "recipe",
+        "tasks",
+        "methods",
+        "seeds",
+        "quick",
+        "out",
+        "workers",
+        "wandb",
+        "wandb_project",
+        "dry_run",
+    },
+    "sweep": {"file", "count", "dry_run"},
+    "sync": {"root", "entity", "project", "dry_run"},
     "workspace": {"root", "entity", "project", "dry_run"},
 }
 
@@ -170,8 +363,12 @@ def test_every_train_option_is_one_schema_field_and_every_field_one_option():
     options = [param.name for param in typer.main.get_command(app).commands["train"].params]
     fielded = [option for option, _, _ in OPTIONS.values()]
     assert len(options) == len(set(options)) and len(fielded) == len(set(fielded))
-    assert set(fielded) <= set(options) and set(options) - set(fielded) == ACTIONS["train"] | set(CELL_OPTIONS)
-    assert all(OPTIONS[name][2] for name in OPTIONS), "every field the command line sets has its help"
+    assert set(fielded) <= set(options) and set(options) - set(fielded) == ACTIONS["train"] | set(
+        CELL_OPTIONS
+    )
+    assert all(OPTIONS[name][2] for name in OPTIONS), (
+        "every field the command line sets has its help"
+    )
 
 
 def test_no_command_declares_a_setting_by_hand():
@@ -192,38 +389,56 @@ def test_no_command_declares_a_setting_by_hand():
             if name == "train" and param.name in CELL_OPTIONS:
                 assert (param.default, param.help) == CELL_OPTIONS[param.name], param.name
             else:
-                assert param.help in declared, f"{name} --{param.name} is declared in cli.py, not in abcmini.config"
+                assert param.help in declared, (
+                    f"{name} --{param.name} is declared in cli.py, not in abcmini.config"
+                )
 
 
 @pytest.mark.usefixtures("empty_cwd")
 def test_a_recipe_file_is_a_copy_with_edits(tmp_path):
     path = tmp_path / "mine.yaml"
-    path.write_text("base: quick\npad_width: 30\nabc_pad_width: 16\ncalibration:\n  kappa_cross: 3.5\n")
+    path.write_text(
+        "base: quick\npad_width: 30\nabc_pad_width: 16\ncalibration:\n  kappa_cross: 3.5\n"
+    )
     mine = load_recipe(str(path))
     assert mine.name == "mine" and mine.pad_width == 30 and mine.steps == QUICK.steps
     assert mine.abc_pad_width == 16 and mine.calibration.kappa_cross == 3.5
     assert mine.calibration.samples == QUICK.calibration.samples
     resolved = dry_run("--recipe", path, "--method", "abc")
     assert resolved["out"] == os.path.join("runs", "mine", "successor", "abc-s0")
-    assert resolved["experiment"]["run"]["pad_width"] == 16 and resolved["experiment"]["test_pad_width"] == 30
+    assert (
+        resolved["experiment"]["run"]["pad_width"] == 16
+        and resolved["experiment"]["test_pad_width"] == 30
+    )
     path.write_text("base: paper\nsteps_per_day: 3\n")
     result = runner.invoke(app, ["train", "--recipe", str(path), "--dry-run"])
-    assert result.exit_code == 2 and "unknown field 'steps_per_day'" in result.output and "Traceback" not in result.output
+    assert (
+        result.exit_code == 2
+        and "unknown field 'steps_per_day'" in result.output
+        and "Traceback" not in result.output
+    )
 
 
 def test_on_an_interleaved_input_the_operand_pair_is_the_unit_of_window_and_cpi():
     from abcmini.experiment import resolve
     from abcmini.nn.model import Transformer
 
-    paired, columns = (resolve(recipe, Cell("addition", "vanilla+w=1+T=3", 0)).run for recipe in (PAPER, PAPER64))
+    paired, columns = (
+        resolve(recipe, Cell("addition", "vanilla+w=1+T=3", 0)).run for recipe in (PAPER, PAPER64)
+    )
     assert (paired.window_unit, paired.model_config().cpi_unit) == ("pair", "pair")
     assert (columns.window_unit, columns.model_config().cpi_unit) == ("column", "token")
-    assert resolve(PAPER, Cell("successor", "vanilla+w=1+T=3", 0)).run.window_unit == "column"  # a unary input has no pairs
+    assert (
+        resolve(PAPER, Cell("successor", "vanilla+w=1+T=3", 0)).run.window_unit == "column"
+    )  # a unary input has no pairs
     # "+ a_3 b_3 a_2 b_2 a_1 b_1": both digits of a pair share its phase, counted from the least significant pair
     assert Transformer(paired.model_config()).input_positions(7).tolist() == [0, 2, 2, 1, 1, 0, 0]
     assert Transformer(columns.model_config()).input_positions(7).tolist() == [0, 1, 2, 0, 1, 2, 0]
     with pytest.raises(ConfigError, match="CPI in operand pairs"):
-        resolve(PAPER.derive(arch=("decoder", "a decoder-only model")), Cell("addition", "vanilla+w=1+T=3", 0))
+        resolve(
+            PAPER.derive(arch=("decoder", "a decoder-only model")),
+            Cell("addition", "vanilla+w=1+T=3", 0),
+        )
 
 
 def test_every_recipe_value_carries_a_reason():
@@ -231,8 +446,15 @@ def test_every_recipe_value_carries_a_reason():
         for name, _, reason in recipe.reasons():
             assert reason and len(reason) < 110, name
     quick, paper = ({name: reason for name, _, reason in r.reasons()} for r in (QUICK, PAPER))
-    assert {name for name in quick if quick[name] != paper[name]} == {"name", "pad_width", "lengths", "steps", "valid_size", "test_frame",
-                                                                       "calibration.samples"}
+    assert {name for name in quick if quick[name] != paper[name]} == {
+        "name",
+        "pad_width",
+        "lengths",
+        "steps",
+        "valid_size",
+        "test_frame",
+        "calibration.samples",
+    }
     result = runner.invoke(app, ["recipe", "quick"])
     assert result.exit_code == 0 and "kappa_cross" in result.output and "3.0" in result.output
 
@@ -244,7 +466,9 @@ def test_train_help_fits_80_columns(monkeypatch):
     lines = result.output.splitlines()
     assert len(lines) < 100 and max(map(len, lines)) <= 80
     assert "…" not in "".join(line.split()[0] for line in lines if line.strip().startswith("--"))
-    assert "`" not in result.output and "_" not in "".join(line.split()[0] for line in lines if line.strip().startswith("--"))
+    assert "`" not in result.output and "_" not in "".join(
+        line.split()[0] for line in lines if line.strip().startswith("--")
+    )
 
 
 def imports_of(path: str) -> list[tuple[str, bool]]:
@@ -262,12 +486,20 @@ def test_the_package_imports_one_way_down():
     """No import cycle, no import hidden in a function, and the library (``abcmini.nn``) imports
     nothing of abcmini outside it."""
     paths = glob.glob("abcmini/**/*.py", recursive=True)
-    modules = {p[len("abcmini/"):-3].replace("/", ".").removesuffix(".__init__"): p for p in paths if p != "abcmini/__init__.py"}
+    modules = {
+        p[len("abcmini/") : -3].replace("/", ".").removesuffix(".__init__"): p
+        for p in paths
+        if p != "abcmini/__init__.py"
+    }
     graph = {name: {module for module, _ in imports_of(path)} for name, path in modules.items()}
-    assert all(top for path in modules.values() for _, top in imports_of(path)), "an abcmini import hides inside a function"
+    assert all(top for path in modules.values() for _, top in imports_of(path)), (
+        "an abcmini import hides inside a function"
+    )
     for name, imported in graph.items():
         if name.startswith("nn"):
-            assert all(module == "nn" or module.startswith("nn.") for module in imported), f"abcmini.{name} imports {imported}"
+            assert all(module == "nn" or module.startswith("nn.") for module in imported), (
+                f"abcmini.{name} imports {imported}"
+            )
     done, visiting = set(), []
 
     def visit(name):
@@ -290,21 +522,53 @@ def accuracies(run_dir) -> dict:
 def abc_twice(recipe: str, root) -> tuple[dict, dict]:
     """The ABC cell of ``recipe`` on Successor, seed 0, from `reproduce` (a worker, one thread)
     and from `train --threads 1`."""
-    result = runner.invoke(app, ["reproduce", "--recipe", recipe, "--tasks", "successor", "--methods", "abc", "--seeds", "0",
-                                 "--workers", "1", "--out", str(root / "reproduce")])
+    result = runner.invoke(
+        app,
+        [
+            "reproduce",
+            "--recipe",
+            recipe,
+            "--tasks",
+            "successor",
+            "--methods",
+            "abc",
+            "--seeds",
+            "0",
+            "--workers",
+            "1",
+            "--out",
+            str(root / "reproduce"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     threads = torch.get_num_threads()
     try:
-        result = runner.invoke(app, ["train", "--recipe", recipe, "--task", "successor", "--method", "abc", "--threads", "1",
-                                     "--no-wandb", "--out", str(root / "train")])
+        result = runner.invoke(
+            app,
+            [
+                "train",
+                "--recipe",
+                recipe,
+                "--task",
+                "successor",
+                "--method",
+                "abc",
+                "--threads",
+                "1",
+                "--no-wandb",
+                "--out",
+                str(root / "train"),
+            ],
+        )
     finally:
         torch.set_num_threads(threads)
     assert result.exit_code == 0, result.output
-    for run in ("reproduce/successor/abc-s0", "train"):  # the same weights, bit for bit
-        weights = torch.load(root / run / "checkpoint.pt", weights_only=True)["model"]
-        if run == "train":
-            assert all(torch.equal(weights[name], first[name]) for name in first) and weights.keys() == first.keys()
-        first = weights
+    first, weights = (
+        torch.load(root / run / "checkpoint.pt", weights_only=True)["model"]
+        for run in ("reproduce/successor/abc-s0", "train")
+    )  # the same weights, bit for bit
+    assert weights.keys() == first.keys()
+    assert all(torch.equal(weights[name], first[name]) for name in first)
     return accuracies(root / "reproduce" / "successor" / "abc-s0"), accuracies(root / "train")
 
 
@@ -312,17 +576,29 @@ def abc_twice(recipe: str, root) -> tuple[dict, dict]:
 def test_train_gives_reproduces_abc_cell_bit_for_bit(tmp_path):
     """A small recipe file (quick, in a pad-12 frame) so the default test run stays short."""
     recipe = tmp_path / "small.yaml"
-    recipe.write_text("base: quick\npad_width: 12\nlengths: [6, 12]\neval_every: 100\nvalid_size: 300\nabc_train_on: 1.0\n"
-                      "calibration: {samples: 200}\n")
+    recipe.write_text(
+        "base: quick\npad_width: 12\nlengths: [6, 12]\neval_every: 100\nvalid_size: 300\nabc_train_on: 1.0\n"
+        "calibration: {samples: 200}\n"
+    )
     from_reproduce, from_train = abc_twice(str(recipe), tmp_path)
     assert set(from_train) == {"6", "12"} and from_train == from_reproduce
     assert from_train["12"] > 0.5  # an ABC model that extrapolates
-    record = json.loads((tmp_path / "train" / "eval.json").read_text())  # the budget: retraining and source, in examples seen
+    record = json.loads(
+        (tmp_path / "train" / "eval.json").read_text()
+    )  # the budget: retraining and source, in examples seen
     batch = QUICK.batch_size
     assert record["train_examples"] == record["train_steps"] * batch > 0
     assert record["interpolation_examples"] == record["interpolation_steps"] * batch > 0
     # a cell stopped before its first test, tested by abcmini eval: its source's cost is in the record too
-    written = {k: record[k] for k in ("source", "interpolation_steps", "interpolation_examples", "interpolation_seconds")}
+    written = {
+        k: record[k]
+        for k in (
+            "source",
+            "interpolation_steps",
+            "interpolation_examples",
+            "interpolation_seconds",
+        )
+    }
     (tmp_path / "train" / "eval.json").unlink()
     result = runner.invoke(app, ["eval", str(tmp_path / "train"), "--lengths", "6", "--no-wandb"])
     assert result.exit_code == 0, result.output
@@ -342,20 +618,58 @@ def test_the_dry_run_names_the_calibration_and_prints_what_it_reads():
 
     paper = dry_run("--task", "addition", "--method", "abc", "--calibration", "paper")
     assert paper["calibration"] == "Algorithm 1 (paper)"
-    assert paper["experiment"]["calibration"] == {"algorithm": "paper", "kappa_self": 0.87, "kappa_cross": 4.5,
-                                                  "samples": 1000, "seed": 0, "min_accuracy": 0.99}  # no min_support, no rules
+    assert paper["experiment"]["calibration"] == {
+        "algorithm": "paper",
+        "kappa_self": 0.87,
+        "kappa_cross": 4.5,
+        "samples": 1000,
+        "seed": 0,
+        "min_accuracy": 0.99,
+    }  # no min_support, no rules
     authors = dry_run("--task", "successor", "--method", "abc", "--calibration", "authors")
-    assert authors["calibration"].startswith("authors' code") and authors["experiment"]["calibration"]["kappa_cross"] == 4.5
+    assert (
+        authors["calibration"].startswith("authors' code")
+        and authors["experiment"]["calibration"]["kappa_cross"] == 4.5
+    )
     ours = dry_run("--task", "addition", "--method", "abc")
     assert list(DEFAULT) == list(RULES)  # "all": every rule
-    assert ours["calibration"] == "abcmini procedure: rules " + ", ".join(r for r in DEFAULT if r not in BLOCK_ONLY)
-    assert ours["experiment"]["calibration"]["rules"] == "all" and ours["experiment"]["calibration"]["min_support"] == 0.5
+    assert ours["calibration"] == "abcmini procedure: rules " + ", ".join(
+        r for r in DEFAULT if r not in BLOCK_ONLY
+    )
+    assert (
+        ours["experiment"]["calibration"]["rules"] == "all"
+        and ours["experiment"]["calibration"]["min_support"] == 0.5
+    )
     blocks = dry_run("--recipe", "multiadd", "--task", "multiadd", "--method", "abc")["calibration"]
-    assert blocks == "abcmini procedure: rules unite_layers, support, band, rank_own, vertical_kappa0"  # what block lines read
-    without = dry_run("--task", "addition", "--method", "abc", "--rules", "all,-same_digit")["calibration"]
-    assert without == "abcmini procedure: rules " + ", ".join(r for r in DEFAULT if r not in ("same_digit", *BLOCK_ONLY))
-    mixed = dry_run("--task", "addition", "--method", "abc", "--calibration", "paper", "--kappa-cross", "2.5")
-    assert mixed["experiment"]["calibration"]["kappa_cross"] == 2.5 and mixed["experiment"]["overrides"]["algorithm"] == "paper"
+    assert (
+        blocks == "abcmini procedure: rules unite_layers, support, band, rank_own, vertical_kappa0"
+    )  # what block lines read
+    without = dry_run("--task", "addition", "--method", "abc", "--rules", "all,-same_digit")[
+        "calibration"
+    ]
+    assert without == "abcmini procedure: rules " + ", ".join(
+        r for r in DEFAULT if r not in ("same_digit", *BLOCK_ONLY)
+    )
+    mixed = dry_run(
+        "--task", "addition", "--method", "abc", "--calibration", "paper", "--kappa-cross", "2.5"
+    )
+    assert (
+        mixed["experiment"]["calibration"]["kappa_cross"] == 2.5
+        and mixed["experiment"]["overrides"]["algorithm"] == "paper"
+    )
     for option in ("--rules=band", "--min-support=0.3"):
-        refused = runner.invoke(app, ["train", "--task", "successor", "--method", "abc", "--calibration", "paper", option, "--dry-run"])
+        refused = runner.invoke(
+            app,
+            [
+                "train",
+                "--task",
+                "successor",
+                "--method",
+                "abc",
+                "--calibration",
+                "paper",
+                option,
+                "--dry-run",
+            ],
+        )
         assert refused.exit_code == 2 and "does not read it" in refused.output

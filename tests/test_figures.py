@@ -15,7 +15,13 @@ def test_an_abs_window_image_keeps_its_labels_and_colorbar_inside_and_names_its_
     width, height = figure.bbox.width, figure.bbox.height
     for ax in figure.axes:
         box = ax.get_tightbbox(renderer)
-        assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= width and box.y1 <= height, (ax, box, width)
+        assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= width and box.y1 <= height, (
+            ax,
+            box,
+            width,
+        )
     colorbar = figure.axes[-1]
-    assert [tick.get_text() for tick in colorbar.get_yticklabels()] == ["0"]  # open: 0; closed cells are grey, off the scale
+    assert [tick.get_text() for tick in colorbar.get_yticklabels()] == [
+        "0"
+    ]  # open: 0; closed cells are grey, off the scale
     close(figure)

@@ -10,15 +10,37 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CORE = tuple(sorted("abcmini.nn." + os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "abcmini", "nn", "[!_]*.py"))))
-RUN_LAYER = ("wandb", "typer", "matplotlib", "plotly", "yaml", "abcmini.errors", "abcmini.names", "abcmini.config", "abcmini.tasks",
-             "abcmini.recipes", "abcmini.store", "abcmini.train", "abcmini.pipeline", "abcmini.experiment", "abcmini.outputs")
+CORE = tuple(
+    sorted(
+        "abcmini.nn." + os.path.basename(p)[:-3]
+        for p in glob.glob(os.path.join(ROOT, "abcmini", "nn", "[!_]*.py"))
+    )
+)
+RUN_LAYER = (
+    "wandb",
+    "typer",
+    "matplotlib",
+    "plotly",
+    "yaml",
+    "abcmini.errors",
+    "abcmini.names",
+    "abcmini.config",
+    "abcmini.tasks",
+    "abcmini.recipes",
+    "abcmini.store",
+    "abcmini.train",
+    "abcmini.pipeline",
+    "abcmini.experiment",
+    "abcmini.outputs",
+)
 
 
 @pytest.mark.parametrize("module", CORE)
 def test_a_core_module_imports_nothing_of_the_run_layer(module):
     code = f"import sys, {module}; print(','.join(m for m in {RUN_LAYER!r} if m in sys.modules))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", f"{module} imports {result.stdout.strip()}"
 

@@ -3,14 +3,17 @@ import torch
 
 from abcmini.nn.config import PRESETS, ModelConfig
 from abcmini.nn.model import Transformer, causal_bias
-from abcmini.nn.schemes import SCHEMES
 from abcmini.nn.positions import alibi_bias, alibi_slopes, cyclic_positions
+from abcmini.nn.schemes import SCHEMES
 from abcmini.tasks import SOS, exact_length_numbers, format_task
 
 
 def random_model(scheme="vanilla", period=0, scaffold=None, **overrides) -> Transformer:
     torch.manual_seed(0)
-    return Transformer(ModelConfig(**{**PRESETS["tiny"], "heads": 4, **overrides}, scheme=scheme, period=period), scaffold).eval()
+    return Transformer(
+        ModelConfig(**{**PRESETS["tiny"], "heads": 4, **overrides}, scheme=scheme, period=period),
+        scaffold,
+    ).eval()
 
 
 class Fixed(torch.nn.Module):
@@ -54,7 +57,11 @@ def test_cached_decoding_gives_the_same_tokens_as_uncached(scheme, period):
 def test_cached_decoding_with_biases_matches_uncached(enc_layers):
     ex = batch()
     steps, src_len = ex.tgt_out.shape[1], ex.src.shape[1]
-    model = random_model("nope", scaffold=Fixed(random_bias(4, steps, steps, 1), random_bias(4, steps, src_len, 2)), enc_layers=enc_layers)
+    model = random_model(
+        "nope",
+        scaffold=Fixed(random_bias(4, steps, steps, 1), random_bias(4, steps, src_len, 2)),
+        enc_layers=enc_layers,
+    )
     cached = model.greedy(ex.src, steps, use_cache=True)
     uncached = model.greedy(ex.src, steps, use_cache=False)
     assert torch.equal(cached, uncached)
@@ -83,14 +90,19 @@ def test_teacher_forcing_agrees_with_greedy_and_both_attention_paths_agree(schem
 def test_fused_attention_reads_a_per_head_bias_like_the_explicit_path():
     ex = batch()
     q, k = ex.tgt_in.shape[1], ex.src.shape[1]
-    self_bias, cross_bias = random_bias(4, q, q, 3), random_bias(4, q, k, 4)  # [h q k]: a head per slice
+    self_bias, cross_bias = (
+        random_bias(4, q, q, 3),
+        random_bias(4, q, k, 4),
+    )  # [h q k]: a head per slice
     model = random_model("nope", scaffold=Fixed(self_bias, cross_bias), dec_layers=2)
     fast, _ = model(ex.src, ex.tgt_in)
     explicit, _ = model(ex.src, ex.tgt_in, need_weights=True)
     torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=1e-5)
     model.scaffold, model._biases = Fixed(self_bias, cross_bias.flip(0)), {}
     swapped, _ = model(ex.src, ex.tgt_in)
-    assert not torch.allclose(fast, swapped, atol=1e-3)  # the heads' biases differ, so their order matters
+    assert not torch.allclose(
+        fast, swapped, atol=1e-3
+    )  # the heads' biases differ, so their order matters
 
 
 def test_bias_steers_attention_per_head():
@@ -107,24 +119,42 @@ def test_bias_steers_attention_per_head():
 
 
 def test_causal_bias_and_cpi_and_alibi():
-    assert causal_bias(3, 3).isinf().tolist() == [[False, True, True], [False, False, True], [False, False, False]]
+    assert causal_bias(3, 3).isinf().tolist() == [
+        [False, True, True],
+        [False, False, True],
+        [False, False, False],
+    ]
     assert cyclic_positions(7, 3).tolist() == [0, 1, 2, 0, 1, 2, 0]
     assert cyclic_positions(4).tolist() == [0, 1, 2, 3]
     bias = alibi_bias(alibi_slopes(2), torch.arange(3), torch.arange(3))
     assert bias.shape == (2, 3, 3)
-    assert bias[0, 2, 0] == -2 * 2**-4 and bias[1, 0, 1] == -(2**-8) and (bias.diagonal(dim1=1, dim2=2) == 0).all()
+    assert (
+        bias[0, 2, 0] == -2 * 2**-4
+        and bias[1, 0, 1] == -(2**-8)
+        and (bias.diagonal(dim1=1, dim2=2) == 0).all()
+    )
 
 
 def test_cyclic_positions_change_the_model():
     ex = batch()
     steps = ex.tgt_out.shape[1]
-    assert not torch.equal(random_model("vanilla", 0)(ex.src, ex.tgt_in)[0], random_model("vanilla", 3)(ex.src, ex.tgt_in)[0])
+    assert not torch.equal(
+        random_model("vanilla", 0)(ex.src, ex.tgt_in)[0],
+        random_model("vanilla", 3)(ex.src, ex.tgt_in)[0],
+    )
     assert steps > 3
 
 
 def test_pe_scale_sets_the_amplitude_of_the_sinusoidal_encoding():
     ex = batch()
-    logits = {scale: random_model("vanilla", pe_scale=scale)(ex.src, ex.tgt_in)[0] for scale in (0.0, 1 / 16, 1.0)}
-    nope = random_model("nope")(ex.src, ex.tgt_in)[0]  # same weights (same seed), no positions at all
+    logits = {
+        scale: random_model("vanilla", pe_scale=scale)(ex.src, ex.tgt_in)[0]
+        for scale in (0.0, 1 / 16, 1.0)
+    }
+    nope = random_model("nope")(ex.src, ex.tgt_in)[
+        0
+    ]  # same weights (same seed), no positions at all
     assert torch.allclose(logits[0.0], nope, atol=1e-6)
-    assert not torch.allclose(logits[1 / 16], nope, atol=1e-3) and not torch.allclose(logits[1 / 16], logits[1.0], atol=1e-3)
+    assert not torch.allclose(logits[1 / 16], nope, atol=1e-3) and not torch.allclose(
+        logits[1 / 16], logits[1.0], atol=1e-3
+    )

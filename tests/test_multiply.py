@@ -17,7 +17,15 @@ from abcmini.nn.calibrate import calibrate_blocks
 from abcmini.pipeline import picture_examples
 from abcmini.recipes import MULTIADD
 from abcmini.store import load_checkpoint, save_bias
-from abcmini.tasks import Pool, detokenize, digit_mask, extrapolation_operands, format_task, sequence_lengths, training_operands
+from abcmini.tasks import (
+    Pool,
+    detokenize,
+    digit_mask,
+    extrapolation_operands,
+    format_task,
+    sequence_lengths,
+    training_operands,
+)
 from abcmini.train import load_model
 from cli import app
 
@@ -56,7 +64,10 @@ def test_row_carries_write_the_scratchpads_digits_and_add_the_carry_of_the_digit
         x, y, previous, expected = value(a[n]), value(b[n]), 0, []
         for j in range(frame):
             b_j = y // 10**j % 10
-            expected += [(previous % 10**i + x % 10 ** max(i - j, 0) * b_j * 10**j) // 10**i for i in range(frame + j + 1)]
+            expected += [
+                (previous % 10**i + x % 10 ** max(i - j, 0) * b_j * 10**j) // 10**i
+                for i in range(frame + j + 1)
+            ]
             previous += x * b_j * 10**j
         assert carries[n].tolist() == expected
     assert carries.max() >= 5
@@ -72,7 +83,9 @@ def test_training_draws_both_operands_from_the_pool_or_up_to_the_training_length
 
 
 def test_unequal_training_pairs_hold_one_operand_of_the_batch_length_either_way():
-    a, b = training_operands("multiply", None, 400, torch.Generator().manual_seed(1), digits=4, length=3, unequal=True)
+    a, b = training_operands(
+        "multiply", None, 400, torch.Generator().manual_seed(1), digits=4, length=3, unequal=True
+    )
     la, lb = ((4 - (x.cumsum(-1) == 0).sum(-1)) for x in (a, b))
     assert (torch.maximum(la, lb) == 3).all() and (la < 3).any() and (lb < 3).any()
 
@@ -87,7 +100,9 @@ def test_a_test_set_holds_l_by_l_products_and_products_of_unequal_lengths_either
     assert unequal.all() and ((la < 14)[5000:].sum() > 2000) and ((lb < 14)[5000:].sum() > 2000)
     assert set(torch.minimum(la, lb)[5000:].tolist()) == set(range(1, 14))
     again, _ = extrapolation_operands("multiply", 14, seed=2)
-    assert torch.equal(a, again) and not torch.equal(a, extrapolation_operands("multiply", 14, seed=3)[0])
+    assert torch.equal(a, again) and not torch.equal(
+        a, extrapolation_operands("multiply", 14, seed=3)[0]
+    )
 
 
 def reads(width: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -114,17 +129,25 @@ def product_lines(l_first: int = -2) -> torch.Tensor:
 @pytest.mark.parametrize("width", [1, 3, 6])
 def test_product_lines_read_a_at_the_blocks_shift_and_the_digit_of_b_the_block_names(width):
     n_src, n_q = sequence_lengths("multiply", width)
-    lines = BlockCalibrated(BlockLines(torch.full((3, 1, 2), NEG_INF), 0, 0, cross=False),
-                            BlockLines(product_lines(), 0, -2, cross=True, products=True))
+    lines = BlockCalibrated(
+        BlockLines(torch.full((3, 1, 2), NEG_INF), 0, 0, cross=False),
+        BlockLines(product_lines(), 0, -2, cross=True, products=True),
+    )
     src = format_task("multiply", torch.tensor([[2]]), torch.tensor([[4]]), width).src[0]
     _, bias = lines(n_q, n_src, layout=segments_of(digit_mask(src)))
     a_col, b_col = reads(width)
     opened = torch.isfinite(bias)
     has_a = a_col >= 0
-    assert (opened[0].sum(-1)[has_a] == 1).all() and torch.equal(opened[0].float().argmax(-1)[has_a], a_col[has_a])
-    assert (opened[0, ~has_a].sum(-1) == 1).all() and (opened[0, ~has_a, 0]).all()  # no a digit: the no-NaN column
+    assert (opened[0].sum(-1)[has_a] == 1).all() and torch.equal(
+        opened[0].float().argmax(-1)[has_a], a_col[has_a]
+    )
+    assert (opened[0, ~has_a].sum(-1) == 1).all() and (
+        opened[0, ~has_a, 0]
+    ).all()  # no a digit: the no-NaN column
     has_b = b_col >= 0  # the end row: b has no digit left, only the no-NaN column
-    assert (opened[1].sum(-1) == 1).all() and torch.equal(opened[1].float().argmax(-1)[has_b], b_col[has_b])
+    assert (opened[1].sum(-1) == 1).all() and torch.equal(
+        opened[1].float().argmax(-1)[has_b], b_col[has_b]
+    )
     assert opened[1, ~has_b, 0].all() and has_b[:-1].all()
     assert (opened[2].sum(-1) == 1).all() and (opened[2, :, -1]).all()
 
@@ -138,15 +161,23 @@ def test_every_separator_row_sees_a_set_of_lines_no_other_row_of_its_block_sees(
     n_src, n_q = sequence_lengths("multiply", width)
     own = torch.full((2, 2, 3), NEG_INF)  # self: head 0 the line (−1, 0), head 1 (−1, −1)
     own[0, 0, 1] = own[1, 0, 0] = 0.0
-    cross = torch.full((3, 3, 3), NEG_INF)  # cross: head 0 the line (a, 0), head 1 (a, −1), head 2 (b, 0)
+    cross = torch.full(
+        (3, 3, 3), NEG_INF
+    )  # cross: head 0 the line (a, 0), head 1 (a, −1), head 2 (b, 0)
     cross[0, 0, 1] = cross[1, 0, 0] = cross[2, 1, 1] = 0.0
-    lines = BlockCalibrated(BlockLines(own, -1, -1, cross=False), BlockLines(cross, 0, -1, cross=True, products=True))
+    lines = BlockCalibrated(
+        BlockLines(own, -1, -1, cross=False), BlockLines(cross, 0, -1, cross=True, products=True)
+    )
     src = format_task("multiply", torch.tensor([[1, 2]]), torch.tensor([[3, 4]]), width).src[0]
     self_bias, cross_bias = lines(n_q, n_src, layout=segments_of(digit_mask(src)))
-    empty = torch.cat([torch.isfinite(self_bias[:, :, 0]), torch.isfinite(cross_bias[:, :, 0])])  # the no-NaN column
+    empty = torch.cat(
+        [torch.isfinite(self_bias[:, :, 0]), torch.isfinite(cross_bias[:, :, 0])]
+    )  # the no-NaN column
     start = 0
     for j in range(width):
-        rows = empty[:, start : start + width + j + 2].T.tolist()  # block j: width + j + 1 digits, separator
+        rows = empty[
+            :, start : start + width + j + 2
+        ].T.tolist()  # block j: width + j + 1 digits, separator
         assert rows[-1] not in rows[:-1], f"block {j}"
         start += width + j + 2
     assert start == n_q - 1 and empty[:, -1].tolist() not in empty[:, :-1].T.tolist()  # the end row
@@ -161,23 +192,57 @@ def test_calibration_recovers_the_product_lines_the_attention_follows():
     attention[0, rows[a_col >= 0], a_col[a_col >= 0]] += 0.9
     attention[0, rows[a_col < 0], n_src - 1] += 0.9  # rows without a digit product park on the end
     attention[1, rows, b_col] += 0.9
-    table = calibrate_blocks(attention, width, kappa=2.5, cross=True, min_support=0.5, kappa_markers=0.0, products=True,
-                             growing=True)
+    table = calibrate_blocks(
+        attention,
+        width,
+        kappa=2.5,
+        cross=True,
+        min_support=0.5,
+        kappa_markers=0.0,
+        products=True,
+        growing=True,
+    )
     open_lines = {(label, head, line) for label, head, kept in table.lines() for line, _ in kept}
     assert {("number a", 0, 0), ("number b", 1, 0)} <= open_lines
-    assert not {(label, head) for label, head, line in open_lines if line != "marker"} - {("number a", 0), ("number b", 1)}
+    assert not {(label, head) for label, head, line in open_lines if line != "marker"} - {
+        ("number a", 0),
+        ("number b", 1),
+    }
 
 
-def block_lines_cells(tmp_path, task: str, width: int, cross: torch.Tensor, rules: str, label: str) -> dict[str, str]:
+def block_lines_cells(
+    tmp_path, task: str, width: int, cross: torch.Tensor, rules: str, label: str
+) -> dict[str, str]:
     """``scripts/block_lines.py`` on a one-layer bias file holding ``cross`` as ``Ā``: head 0's
     row ``label`` of the cross-attention, each cell (value and mark) by its ``ℓ``."""
     path = tmp_path / f"{task}-{rules}.pt"
     n_q = cross.shape[-2]
-    calibration = {"kappa_self": 0.87, "kappa_cross": 2.5, "min_support": 0.5, "rules": rules, "layers": [0]}
-    save_bias(str(path), {"task": task, "pad_width": width, "calibration": calibration,
-                          "attention": {"self": torch.full((1, cross.shape[0], n_q, n_q), 1.0 / n_q).tril(), "cross": cross[None]}})
-    printed = subprocess.run([sys.executable, os.path.join("scripts", "block_lines.py"), str(path), "cross"],
-                             cwd=os.path.dirname(os.path.dirname(__file__)), capture_output=True, text=True, check=True).stdout
+    calibration = {
+        "kappa_self": 0.87,
+        "kappa_cross": 2.5,
+        "min_support": 0.5,
+        "rules": rules,
+        "layers": [0],
+    }
+    save_bias(
+        str(path),
+        {
+            "task": task,
+            "pad_width": width,
+            "calibration": calibration,
+            "attention": {
+                "self": torch.full((1, cross.shape[0], n_q, n_q), 1.0 / n_q).tril(),
+                "cross": cross[None],
+            },
+        },
+    )
+    printed = subprocess.run(
+        [sys.executable, os.path.join("scripts", "block_lines.py"), str(path), "cross"],
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     lines = printed.splitlines()
     ells = next(line for line in lines if line.strip().startswith("ℓ:")).split(":")[1].split()[:-1]
     row = next(line for line in lines if line.startswith(f"  h0 {label:>2}:"))
@@ -208,7 +273,9 @@ def test_the_carrys_line_on_a_is_kept_alone_and_a_lone_lag_line_of_multiadd_is_n
     attention = torch.softmax(BlockLines(lines, -1, -2, cross=True)(n_q, n_src, blocks), dim=-1)
     cells = block_lines_cells(tmp_path, "multiadd", width, attention, "all", "+0")
     assert cells["-1"].endswith("b") and not cells["0"].endswith(("*", "b"))
-    assert block_lines_cells(tmp_path, "multiadd", width, attention, "all,-band", "+0")["-1"].endswith("*")
+    assert block_lines_cells(tmp_path, "multiadd", width, attention, "all,-band", "+0")[
+        "-1"
+    ].endswith("*")
 
 
 def test_a_picture_leaves_out_a_length_whose_one_pass_would_not_fit_a_test_batch():
@@ -223,11 +290,28 @@ def test_a_picture_leaves_out_a_length_whose_one_pass_would_not_fit_a_test_batch
 
 @pytest.mark.integration
 def test_an_abc_cell_on_multiply_trains_calibrates_product_lines_and_scores_the_product(empty_cwd):
-    (empty_cwd / "small.yaml").write_text("base: long\nname: small\npreset: tiny\npad_width: 7\nabc_pad_width: 7\n"
-                                          "abc_frame_spread: 1\nsteps: 10\neval_every: 5\nvalid_size: 20\nabc_valid_size: 20\n"
-                                          "calibration: {samples: 20, min_accuracy: 0}\n")
-    result = CliRunner().invoke(app, ["train", "--recipe", "small.yaml", "--task", "multiply", "--method", "abc",
-                                      "--lengths", "2,4", "--no-wandb", "--out", "cell"])
+    (empty_cwd / "small.yaml").write_text(
+        "base: long\nname: small\npreset: tiny\npad_width: 7\nabc_pad_width: 7\n"
+        "abc_frame_spread: 1\nsteps: 10\neval_every: 5\nvalid_size: 20\nabc_valid_size: 20\n"
+        "calibration: {samples: 20, min_accuracy: 0}\n"
+    )
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--recipe",
+            "small.yaml",
+            "--task",
+            "multiply",
+            "--method",
+            "abc",
+            "--lengths",
+            "2,4",
+            "--no-wandb",
+            "--out",
+            "cell",
+        ],
+    )
     assert result.exit_code == 0, result.output
     record = json.loads((empty_cwd / "cell" / "eval.json").read_text())
     assert set(record["final_accuracy"]) == {"2", "4"} and "operands" not in record
@@ -238,9 +322,31 @@ def test_an_abc_cell_on_multiply_trains_calibrates_product_lines_and_scores_the_
 
 @pytest.mark.integration
 def test_a_vanilla_cell_on_multiply_trains_and_scores_the_product_alone(empty_cwd):
-    result = CliRunner().invoke(app, ["train", "--recipe", "quick", "--task", "multiply", "--method", "vanilla", "--preset", "tiny",
-                                      "--pad-width", "4", "--train-digits", "3", "--steps", "3", "--lengths", "2,4", "--no-wandb",
-                                      "--out", "cell"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--recipe",
+            "quick",
+            "--task",
+            "multiply",
+            "--method",
+            "vanilla",
+            "--preset",
+            "tiny",
+            "--pad-width",
+            "4",
+            "--train-digits",
+            "3",
+            "--steps",
+            "3",
+            "--lengths",
+            "2,4",
+            "--no-wandb",
+            "--out",
+            "cell",
+        ],
+    )
     assert result.exit_code == 0, result.output
     record = json.loads((empty_cwd / "cell" / "eval.json").read_text())
     assert set(record["final_accuracy"]) == {"2", "4"} and "operands" not in record

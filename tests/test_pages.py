@@ -9,17 +9,38 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.mark.parametrize("script, page, marker", [
-    ("ablation.py", "recipe.md", "ablation"),  # Algorithm 1 and each calibration rule taken out
-    ("same_digit.py", "recipe.md", "same-digit"),  # rule same_digit on the recipes' Addition cells
-    ("own_papers.py", "todays-methods.md", "own-papers"),  # today's methods in their papers' shape
-    ("common_protocol.py", "todays-methods.md", "common-protocol"),  # today's methods with ABC's budget, the length sweep
-])
+@pytest.mark.parametrize(
+    "script, page, marker",
+    [
+        ("ablation.py", "recipe.md", "ablation"),  # Algorithm 1 and each calibration rule taken out
+        (
+            "same_digit.py",
+            "recipe.md",
+            "same-digit",
+        ),  # rule same_digit on the recipes' Addition cells
+        (
+            "own_papers.py",
+            "todays-methods.md",
+            "own-papers",
+        ),  # today's methods in their papers' shape
+        (
+            "common_protocol.py",
+            "todays-methods.md",
+            "common-protocol",
+        ),  # today's methods with ABC's budget, the length sweep
+    ],
+)
 def test_a_scripted_table_is_its_records(script, page, marker):
-    printed = subprocess.run([sys.executable, os.path.join("scripts", script), "table"], cwd=ROOT, capture_output=True,
-                             text=True, env={**os.environ, "PYTHONPATH": ROOT}, timeout=120)
+    printed = subprocess.run(
+        [sys.executable, os.path.join("scripts", script), "table"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=120,
+    )
     assert printed.returncode == 0, printed.stderr
     with open(os.path.join(ROOT, "docs", page)) as f:
         text = f.read()
     start = text.index(f"<!-- {marker} -->\n") + len(f"<!-- {marker} -->\n")
-    assert text[start: text.index(f"<!-- /{marker} -->")] == printed.stdout
+    assert text[start : text.index(f"<!-- /{marker} -->")] == printed.stdout

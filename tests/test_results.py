@@ -1,11 +1,11 @@
 """The results page and the README's headline table are generated from the result records in
 results/, never edited by hand."""
 
-import pytest
-
 import html
 import re
 import statistics
+
+import pytest
 
 from abcmini.outputs.dashboard import build
 from abcmini.outputs.published import ANCHORS
@@ -15,32 +15,47 @@ pytestmark = pytest.mark.integration  # trains, reproduces or renders: the secon
 
 
 def test_the_committed_results_page_is_what_its_command_generates(tmp_path):
-    text, pngs = write_report("results/paper", str(tmp_path / "results.md"), beside="results/paper64")
+    text, pngs = write_report(
+        "results/paper", str(tmp_path / "results.md"), beside="results/paper64"
+    )
     with open("docs/results.md") as f:
-        assert f.read() == text, "docs/results.md differs from its records: run abcmini report results/paper --out docs/results.md --beside results/paper64"
-    assert [p.rsplit("/", 1)[1] for p in pngs] == [f"accuracy_{t}.png" for t in ("successor", "addition", "nx1", "parity")]
+        assert f.read() == text, (
+            "docs/results.md differs from its records: run abcmini report results/paper --out docs/results.md --beside results/paper64"
+        )
+    assert [p.rsplit("/", 1)[1] for p in pngs] == [
+        f"accuracy_{t}.png" for t in ("successor", "addition", "nx1", "parity")
+    ]
 
 
 def test_the_readme_headline_is_the_records_main_table():
     with open("README.md") as f:
         readme = f.read()
-    assert with_blocks(readme, collect("results/paper")) == readme, "README's headline table differs from results/paper"
+    assert with_blocks(readme, collect("results/paper")) == readme, (
+        "README's headline table differs from results/paper"
+    )
     assert "| addition | nope+abc | 3 |" in readme  # the block is not empty
 
 
 def test_the_committed_beyond_the_frame_page_is_what_its_command_generates(tmp_path):
     text, _ = write_report("results/long", str(tmp_path / "long.md"))
     with open("docs/long/results.md") as f:
-        assert f.read() == text, "docs/long/results.md differs from its records: run abcmini report results/long --out docs/long/results.md"
-    for anchor in ANCHORS:  # every published anchor sits beside our long lengths, with its own protocol
-        assert f"| {anchor.method} | {anchor.task} | 1–{anchor.trained_digits} | {anchor.tested_digits} |" in text
+        assert f.read() == text, (
+            "docs/long/results.md differs from its records: run abcmini report results/long --out docs/long/results.md"
+        )
+    for (
+        anchor
+    ) in ANCHORS:  # every published anchor sits beside our long lengths, with its own protocol
+        assert (
+            f"| {anchor.method} | {anchor.task} | 1–{anchor.trained_digits} | {anchor.tested_digits} |"
+            in text
+        )
     assert "| abcmini nope+abc | addition | 1–7 | 100 |" in text
     assert "frame of its length plus the training numbers' leading zeros" in text
 
 
 def test_the_dashboard_of_the_long_records_sets_the_published_anchors_beside_ours():
     page = build("results/long")
-    table = page[page.index("<table class='published'>"):]
+    table = page[page.index("<table class='published'>") :]
     table = table[: table.index("</table>")]
     assert all(anchor.source in table for anchor in ANCHORS) and "abcmini nope+abc" in table
 
@@ -51,11 +66,18 @@ DECODER_PAGE = "abcmini report results/decoder --out docs/decoder/results.md --b
 def test_the_committed_decoder_only_page_is_what_its_command_generates(tmp_path):
     text, _ = write_report("results/decoder", str(tmp_path / "decoder.md"), beside="results/long")
     with open("docs/decoder/results.md") as f:
-        assert f.read() == text, f"docs/decoder/results.md differs from its records: run {DECODER_PAGE}"
+        assert f.read() == text, (
+            f"docs/decoder/results.md differs from its records: run {DECODER_PAGE}"
+        )
     records = collect("results/decoder")
     assert records and all(r["arch"] == "decoder" for r in records)
     methods = {r["method"] for r in records}
-    for scheme in ("random", "fire", "abacus", "coupling"):  # today's methods, as trained in the protocol's frame and +varied
+    for scheme in (
+        "random",
+        "fire",
+        "abacus",
+        "coupling",
+    ):  # today's methods, as trained in the protocol's frame and +varied
         assert {scheme, f"{scheme}+varied"} <= methods, scheme
         assert f"| successor | {scheme} |" in text and f"| successor | {scheme}+varied |" in text
     lines = text.splitlines()
@@ -67,14 +89,15 @@ def test_the_committed_decoder_only_page_is_what_its_command_generates(tmp_path)
 def test_the_methods_table_of_todays_methods_md_is_its_records():
     with open("docs/todays-methods.md") as f:
         text = f.read()
-    assert with_blocks(text, collect("results/decoder"), collect("results/long")) == text, \
+    assert with_blocks(text, collect("results/decoder"), collect("results/long")) == text, (
         f"docs/todays-methods.md's methods table differs from its records: run {DECODER_PAGE}"
+    )
     assert "| `coupling+varied` | decoder-only |" in text
 
 
 def todays_rows(text: str) -> dict:
     """``{(task, method): cells}`` of the page's section on today's methods."""
-    section = text[text.index("## Today's methods beside ABC and ABS"):]
+    section = text[text.index("## Today's methods beside ABC and ABS") :]
     section, rows, task = section[: section.index("\n## ")], {}, None
     for line in section.splitlines():
         if line.startswith("### "):
@@ -88,7 +111,11 @@ def todays_rows(text: str) -> dict:
 def test_the_decoder_pages_todays_methods_are_their_records_beside_abc_and_abs():
     with open("docs/decoder/results.md") as f:
         rows = todays_rows(f.read())
-    records = [r for r in collect("results/decoder") if r["method"].split("+")[0] in ("random", "fire", "abacus", "coupling")]
+    records = [
+        r
+        for r in collect("results/decoder")
+        if r["method"].split("+")[0] in ("random", "fire", "abacus", "coupling")
+    ]
     tasks = {r["task"] for r in records}
     assert tasks >= {"successor", "addition"}
     for task in tasks:  # ABC in the decoder-only model, ABS where only the encoder-decoder ran it
@@ -108,13 +135,15 @@ def test_the_decoder_pages_todays_methods_are_their_records_beside_abc_and_abs()
 
 def test_the_dashboard_sets_todays_methods_beside_abc_and_abs_as_the_page_does():
     page = build(["results/decoder", "results/long"])
-    section = page[page.index("<h2 id='todays-"):]
+    section = page[page.index("<h2 id='todays-") :]
     section = section[: section.index("<h2 id='protocol-")]
     with open("docs/decoder/results.md") as f:
         expected = todays_rows(f.read())
     shown = {}
     for task, body in re.findall(r"<h3>(\w+)</h3>(.*?)</table>", section, re.S):
-        assert "js-plotly-plot" in body or "plotly-graph-div" in body, task  # one accuracy plot per task
+        assert "js-plotly-plot" in body or "plotly-graph-div" in body, (
+            task
+        )  # one accuracy plot per task
         for row in re.findall(r"<tr>((?:<td>.*?</td>)+)</tr>", body):
             cells = [html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row)]
             shown[(task, cells[0])] = cells[1:]
@@ -125,7 +154,16 @@ def test_the_dashboard_sets_todays_methods_beside_abc_and_abs_as_the_page_does()
 def test_the_committed_multi_operand_pages_are_what_their_command_generates(tmp_path, root, task):
     text, _ = write_report(f"results/{root}", str(tmp_path / "page.md"))
     with open(f"docs/{root}/results.md") as f:
-        assert f.read() == text, f"docs/{root}/results.md differs from its records: run abcmini report results/{root} --out docs/{root}/results.md"
+        assert f.read() == text, (
+            f"docs/{root}/results.md differs from its records: run abcmini report results/{root} --out docs/{root}/results.md"
+        )
     records = collect(f"results/{root}")
-    assert records and all(r["task"] == task and "final_accuracy" in r and ("operands" in r) == (task == "multiadd") for r in records)
-    assert "## Beyond the paper's tasks" in text and "Final number alone" in text and "Runs left out" not in text
+    assert records and all(
+        r["task"] == task and "final_accuracy" in r and ("operands" in r) == (task == "multiadd")
+        for r in records
+    )
+    assert (
+        "## Beyond the paper's tasks" in text
+        and "Final number alone" in text
+        and "Runs left out" not in text
+    )

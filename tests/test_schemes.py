@@ -6,10 +6,10 @@ every length into [0, 1]; and each trains and decodes in both models."""
 import pytest
 import torch
 
-from abcmini.nn.abacus import abacus_ids
-from abcmini.nn.coupling import coupled_ids, multiply_ids, number_ids
 from abcmini.experiment import RunConfig
 from abcmini.names import ConfigError
+from abcmini.nn.abacus import abacus_ids
+from abcmini.nn.coupling import coupled_ids, multiply_ids, number_ids
 from abcmini.nn.fire import FIRE
 from abcmini.nn.positions import significance
 from abcmini.nn.randomized import eval_generator, randomized_positions
@@ -20,20 +20,61 @@ NEW = ("random", "fire", "abacus", "coupling")
 
 
 def addition(digits=3, pad=5, n=4):
-    return format_task("addition", exact_length_numbers(digits, 0)[:n], exact_length_numbers(digits, 1)[:n], pad)
+    return format_task(
+        "addition", exact_length_numbers(digits, 0)[:n], exact_length_numbers(digits, 1)[:n], pad
+    )
 
 
 def test_significance_counts_each_number_from_its_least_significant_digit():
     ex = addition()  # $ a(5) + b(5) → answer reversed, 6 digits
-    assert significance(ex.src < 10, lsd_first=False)[0].tolist() == [-1, 4, 3, 2, 1, 0, -1, 4, 3, 2, 1, 0]
+    assert significance(ex.src < 10, lsd_first=False)[0].tolist() == [
+        -1,
+        4,
+        3,
+        2,
+        1,
+        0,
+        -1,
+        4,
+        3,
+        2,
+        1,
+        0,
+    ]
     assert significance(ex.tgt_in < 10, lsd_first=True)[0].tolist() == [-1, 0, 1, 2, 3, 4, 5]
 
 
 def test_abacus_restarts_its_count_in_every_number_and_shifts_it_by_one_offset():
     ex = addition()
     ids = abacus_ids(ex.src < 10, False, torch.tensor([0, 7, 0, 0]))
-    assert ids[0].tolist() == [0, 5, 4, 3, 2, 1, 0, 5, 4, 3, 2, 1]  # "$", a from 5 down to 1, "+", b again from 5
-    assert ids[1].tolist() == [0, 12, 11, 10, 9, 8, 0, 12, 11, 10, 9, 8]  # k = 7 on every digit, 0 elsewhere
+    assert ids[0].tolist() == [
+        0,
+        5,
+        4,
+        3,
+        2,
+        1,
+        0,
+        5,
+        4,
+        3,
+        2,
+        1,
+    ]  # "$", a from 5 down to 1, "+", b again from 5
+    assert ids[1].tolist() == [
+        0,
+        12,
+        11,
+        10,
+        9,
+        8,
+        0,
+        12,
+        11,
+        10,
+        9,
+        8,
+    ]  # k = 7 on every digit, 0 elsewhere
     answer = abacus_ids(ex.tgt_in < 10, True, torch.zeros(4, dtype=torch.long))
     assert answer[0].tolist() == [0, 1, 2, 3, 4, 5, 6]
 
@@ -43,18 +84,40 @@ def test_coupling_gives_digits_of_equal_significance_one_id_in_operands_and_answ
     start = torch.tensor([1, 30, 5, 9])
     src, answer = coupled_ids(ex.src < 10, False, start), coupled_ids(ex.tgt_in < 10, True, start)
     a, b = src[:, 1:7], src[:, 8:14]  # "$" a(6) "+" b(6)
-    assert torch.equal(a, b) and torch.equal(a.flip(1), answer[:, 1:7])  # significance 0 … 5: one id in all three
-    assert (src[:, 0] == start - 1).all() and (src[:, 7] == start - 1).all() and (answer[:, 0] == start - 1).all()
+    assert torch.equal(a, b) and torch.equal(
+        a.flip(1), answer[:, 1:7]
+    )  # significance 0 … 5: one id in all three
+    assert (
+        (src[:, 0] == start - 1).all()
+        and (src[:, 7] == start - 1).all()
+        and (answer[:, 0] == start - 1).all()
+    )
     assert answer[1].tolist() == [29, 30, 31, 32, 33, 34, 35, 36]
 
 
 def test_coupling_second_level_gives_a_running_sum_the_id_of_the_operand_it_adds():
     """multiadd's ``$a1+a2+a3&`` → ``s1+s2+s3+``: the m-th number of each part (and the separator
     after it) gets ``t + m``, so ``s_m = s_{m−1} + a_m`` reads one id from ``a_m`` and one below."""
-    ex = format_task("multiadd", torch.randint(0, 10, (2, 3, 3)), None, 3)  # two sums of three 3-digit operands
+    ex = format_task(
+        "multiadd", torch.randint(0, 10, (2, 3, 3)), None, 3
+    )  # two sums of three 3-digit operands
     start = torch.tensor([1, 40])
     src, answer = number_ids(ex.src < 10, start), number_ids(ex.tgt_in < 10, start)
-    assert src[0].tolist() == [1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4]  # "$" a1(3) "+" a2(3) "+" a3(3) "&"
+    assert src[0].tolist() == [
+        1,
+        2,
+        2,
+        2,
+        2,
+        3,
+        3,
+        3,
+        3,
+        4,
+        4,
+        4,
+        4,
+    ]  # "$" a1(3) "+" a2(3) "+" a3(3) "&"
     assert answer[0].tolist() == [1] + [2] * 6 + [3] * 6 + [4] * 5  # "$" s1(5) "+" s2(5) "+" s3(5)
     assert (src[1] - src[0] == 39).all() and (answer[1] - answer[0] == 39).all()
 
@@ -63,30 +126,70 @@ def test_coupling_on_multiply_points_each_row_at_the_digits_of_a_b_and_the_sum_i
     """``$12*34&`` → ``840+8040+`` (s_0 = 12·4 = 48, s_1 = 48 + 12·30 = 408, reversed): row k of
     block j reads a's digit k − j, b's digit j and row k of block j − 1, one shared id each."""
     ex = format_task("multiply", torch.tensor([[1, 2]]), torch.tensor([[3, 4]]), 2)
-    levels, n = multiply_ids(ex.src < 10, ex.tgt_in < 10, torch.tensor([[10, 20, 30]])), ex.src.shape[1]
-    prompt, answer = [level[0, :n].tolist() for level in levels], [level[0, n:].tolist() for level in levels]
+    levels, n = (
+        multiply_ids(ex.src < 10, ex.tgt_in < 10, torch.tensor([[10, 20, 30]])),
+        ex.src.shape[1],
+    )
+    prompt, answer = (
+        [level[0, :n].tolist() for level in levels],
+        [level[0, n:].tolist() for level in levels],
+    )
     #               $   1   2   *   3   4   &
     assert prompt == [[9, 11, 10, 9, 9, 9, 9], [19, 19, 19, 19, 21, 20, 19], [29] * 7]
     #                 $  8   4   0   +  8   0   4   0   +
-    assert answer == [[9, 10, 11, 12, 9, 9, 10, 11, 12, 9],  # a's digit k − j (10: the 2, 11: the 1); row 0 of s_1 copies
-                      [19, 20, 20, 20, 20, 21, 21, 21, 21, 21],  # b's digit j (20: the 4, 21: the 3)
-                      [29, 30, 31, 32, 29, 30, 31, 32, 33, 29]]  # row k of every block
+    assert answer == [
+        [
+            9,
+            10,
+            11,
+            12,
+            9,
+            9,
+            10,
+            11,
+            12,
+            9,
+        ],  # a's digit k − j (10: the 2, 11: the 1); row 0 of s_1 copies
+        [19, 20, 20, 20, 20, 21, 21, 21, 21, 21],  # b's digit j (20: the 4, 21: the 3)
+        [29, 30, 31, 32, 29, 30, 31, 32, 33, 29],
+    ]  # row k of every block
 
 
 def test_coupling_second_level_is_a_table_of_its_own_that_moves_the_embedding():
     from abcmini.nn.decoder import build_model
 
-    one, two = (RunConfig(task="multiadd", arch="decoder", scheme="coupling", preset="tiny", pad_width=3, train_digits=3,
-                          coupling_levels=levels) for levels in (1, 2))
+    one, two = (
+        RunConfig(
+            task="multiadd",
+            arch="decoder",
+            scheme="coupling",
+            preset="tiny",
+            pad_width=3,
+            train_digits=3,
+            coupling_levels=levels,
+        )
+        for levels in (1, 2)
+    )
     model = build_model(two.model_config()).eval()
-    assert model.token_positions.numbers is not None and build_model(one.model_config()).token_positions.numbers is None
+    assert (
+        model.token_positions.numbers is not None
+        and build_model(one.model_config()).token_positions.numbers is None
+    )
     ex = format_task("multiadd", torch.randint(0, 10, (2, 4, 3)), None, 3)
     shift = model.shift(ex.src, ex.tgt_in.shape[1])
     assert shift.tolist() == [[1, 1], [1, 1]]  # fixed at test
-    base = model.place(torch.zeros(2, ex.src.shape[1], model.cfg.d_model), ex.src, ex.src.shape[1], shift)
+    base = model.place(
+        torch.zeros(2, ex.src.shape[1], model.cfg.d_model), ex.src, ex.src.shape[1], shift
+    )
     torch.nn.init.zeros_(model.token_positions.numbers.weight)
-    assert not torch.equal(base, model.place(torch.zeros_like(base), ex.src, ex.src.shape[1], shift))
-    for task, scheme, levels in (("multiadd", "fire", 2), ("addition", "coupling", 2), ("multiadd", "coupling", 3)):
+    assert not torch.equal(
+        base, model.place(torch.zeros_like(base), ex.src, ex.src.shape[1], shift)
+    )
+    for task, scheme, levels in (
+        ("multiadd", "fire", 2),
+        ("addition", "coupling", 2),
+        ("multiadd", "coupling", 3),
+    ):
         with pytest.raises(ConfigError, match="coupling-levels"):
             RunConfig(task=task, scheme=scheme, coupling_levels=levels)
 
@@ -99,13 +202,20 @@ def test_training_draws_train_every_id_of_the_table_and_none_past_it(arch, schem
     by the 63-token prompt, no id above 169 was ever trained."""
     from abcmini.nn.decoder import build_model
 
-    cfg = RunConfig(task="addition", arch=arch, scheme=scheme, preset="tiny", pad_width=30, max_position=202)
+    cfg = RunConfig(
+        task="addition", arch=arch, scheme=scheme, preset="tiny", pad_width=30, max_position=202
+    )
     model = build_model(cfg.model_config()).train()
     ex = addition(digits=30, pad=30, n=1)
     shifts = model.shift(ex.src.expand(3000, -1), ex.tgt_in.shape[1])  # a training batch's draws
     ids_of = coupled_ids if scheme == "coupling" else abacus_ids
-    answers = ids_of((ex.tgt_in < 10).expand(3000, -1), True, shifts)  # the answer's 31 digits hold the top ids
-    assert int(answers.max()) in (201, 202)  # a 200-digit test's top id (201) was trained, and none past the table
+    answers = ids_of(
+        (ex.tgt_in < 10).expand(3000, -1), True, shifts
+    )  # the answer's 31 digits hold the top ids
+    assert int(answers.max()) in (
+        201,
+        202,
+    )  # a 200-digit test's top id (201) was trained, and none past the table
 
 
 @pytest.mark.parametrize("scheme", ["abacus", "coupling"])
@@ -116,7 +226,10 @@ def test_a_decoded_answer_past_the_table_is_held_at_its_top_and_a_prompt_past_it
     from abcmini.nn.token_positions import TokenPositions
 
     positions = TokenPositions(scheme, 8, digit_tokens=10, max_position=20).eval()
-    prompt, answer = torch.tensor([[11, 1, 2, 3, 12, 4, 5, 6, 13]]), torch.full((1, 30), 7)  # a 30-digit run
+    prompt, answer = (
+        torch.tensor([[11, 1, 2, 3, 12, 4, 5, 6, 13]]),
+        torch.full((1, 30), 7),
+    )  # a 30-digit run
     shift = positions.draw(1, 3, "cpu")
     with pytest.raises(InputError, match="exceeds"):
         positions(torch.cat([prompt, answer], dim=1), 9, shift)
@@ -130,8 +243,13 @@ def test_a_decoded_answer_past_the_table_is_held_at_its_top_and_a_prompt_past_it
 def test_randomized_positions_are_sorted_distinct_draws_beyond_the_sequence():
     first, second = randomized_positions(64, 30, 2048), randomized_positions(64, 30, 2048)
     assert (first.diff(dim=-1) > 0).all() and first.min() >= 0 and first.max() < 2048
-    assert first.max() > 500 and not torch.equal(first, second)  # the range, not the length, bounds them
-    assert torch.equal(randomized_positions(8, 30, 2048, eval_generator(30)), randomized_positions(8, 30, 2048, eval_generator(30)))
+    assert first.max() > 500 and not torch.equal(
+        first, second
+    )  # the range, not the length, bounds them
+    assert torch.equal(
+        randomized_positions(8, 30, 2048, eval_generator(30)),
+        randomized_positions(8, 30, 2048, eval_generator(30)),
+    )
     with pytest.raises(ValueError, match="do not fit"):
         randomized_positions(1, 3000, 2048)
 
@@ -147,7 +265,9 @@ def test_fire_feeds_its_mlp_distances_normalized_into_0_1_at_every_length(causal
         assert bias.shape == (4, n, n)
         assert 0 <= seen[-1].min() and seen[-1].max() < 1
         diagonal = bias.diagonal(dim1=1, dim2=2)
-        assert torch.allclose(diagonal, diagonal[:, :1].expand_as(diagonal))  # distance 0: one bias at every position
+        assert torch.allclose(
+            diagonal, diagonal[:, :1].expand_as(diagonal)
+        )  # distance 0: one bias at every position
 
 
 def test_fire_builds_a_test_bias_once_and_forgets_it_when_the_parameters_may_move():
@@ -157,8 +277,12 @@ def test_fire_builds_a_test_bias_once_and_forgets_it_when_the_parameters_may_mov
     fire.eval()
     with torch.no_grad():
         first = fire(None, positions, positions)
-        assert torch.equal(fire(None, positions, positions), first) and len(builds) == 1  # one build for every batch of a test
-        assert fire(None, positions[:20], positions[:20]).shape == (4, 20, 20) and len(builds) == 2  # other positions: their own
+        assert (
+            torch.equal(fire(None, positions, positions), first) and len(builds) == 1
+        )  # one build for every batch of a test
+        assert (
+            fire(None, positions[:20], positions[:20]).shape == (4, 20, 20) and len(builds) == 2
+        )  # other positions: their own
     fire.train()
     optimizer = torch.optim.SGD(fire.parameters(), lr=1.0)
     fire(None, positions, positions).sum().backward()
@@ -166,31 +290,63 @@ def test_fire_builds_a_test_bias_once_and_forgets_it_when_the_parameters_may_mov
     fire.eval()
     with torch.no_grad():
         moved = fire(None, positions, positions)
-        assert torch.allclose(moved, fire.bias(positions, positions)) and not torch.allclose(moved, first)
+        assert torch.allclose(moved, fire.bias(positions, positions)) and not torch.allclose(
+            moved, first
+        )
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("arch", ["encoder-decoder", "decoder"])
 @pytest.mark.parametrize("scheme", NEW)
 def test_each_new_scheme_trains_and_decodes_in_both_models(tmp_path, arch, scheme):
-    trainer = Trainer(RunConfig(task="addition", arch=arch, scheme=scheme, preset="tiny", pad_width=8, steps=3, batch_size=16,
-                                valid_size=20), str(tmp_path))
+    trainer = Trainer(
+        RunConfig(
+            task="addition",
+            arch=arch,
+            scheme=scheme,
+            preset="tiny",
+            pad_width=8,
+            steps=3,
+            batch_size=16,
+            valid_size=20,
+        ),
+        str(tmp_path),
+    )
     losses = [trainer.step() for _ in range(3)]
     assert all(loss > 0 for loss in losses)
     trainer.model.eval()
     ex = addition(digits=30, pad=34, n=8)  # far past the training frame
     steps = ex.tgt_out.shape[1]
-    assert torch.equal(trainer.model.greedy(ex.src, steps), trainer.model.greedy(ex.src, steps, use_cache=False))
+    assert torch.equal(
+        trainer.model.greedy(ex.src, steps), trainer.model.greedy(ex.src, steps, use_cache=False)
+    )
 
 
 @pytest.mark.parametrize("arch", ["encoder-decoder", "decoder"])
 @pytest.mark.parametrize("task, levels", [("multiadd", 2), ("multiply", 3)])
 def test_coupling_levels_train_and_decode_past_the_training_frame(tmp_path, arch, task, levels):
-    trainer = Trainer(RunConfig(task=task, arch=arch, scheme="coupling", coupling_levels=levels, preset="tiny", pad_width=3,
-                                train_digits=3, steps=2, batch_size=8, valid_size=10), str(tmp_path))
+    trainer = Trainer(
+        RunConfig(
+            task=task,
+            arch=arch,
+            scheme="coupling",
+            coupling_levels=levels,
+            preset="tiny",
+            pad_width=3,
+            train_digits=3,
+            steps=2,
+            batch_size=8,
+            valid_size=10,
+        ),
+        str(tmp_path),
+    )
     assert all(trainer.step() > 0 for _ in range(2))
     trainer.model.eval()
-    a = torch.randint(0, 10, (4, 12, 9) if task == "multiadd" else (4, 9))  # 3× the digits (and 12 operands)
+    a = torch.randint(
+        0, 10, (4, 12, 9) if task == "multiadd" else (4, 9)
+    )  # 3× the digits (and 12 operands)
     ex = format_task(task, a, None if task == "multiadd" else torch.randint(0, 10, (4, 9)), 9)
     steps = ex.tgt_out.shape[1]
-    assert torch.equal(trainer.model.greedy(ex.src, steps), trainer.model.greedy(ex.src, steps, use_cache=False))
+    assert torch.equal(
+        trainer.model.greedy(ex.src, steps), trainer.model.greedy(ex.src, steps, use_cache=False)
+    )

@@ -27,7 +27,9 @@ def test_the_sources_are_the_paper_recipes_cells():
         expected = resolve(PAPER64, Cell(task, "vanilla", int(name.rsplit("-s", 1)[1])))
         # a checkpoint written before a RunConfig field existed holds that field's default
         assert RunConfig(**state["config"]) == expected.run and state["weights_only"]
-        recorded = json.loads(open(os.path.join(path, "experiment.json")).read())  # its missing fields: their defaults
+        recorded = json.loads(
+            open(os.path.join(path, "experiment.json")).read()
+        )  # its missing fields: their defaults
         assert Experiment.from_dict(recorded).to_dict() == expected.to_dict()
         assert state["history"][-1]["valid_acc"] >= PAPER.stop_at_plain  # it interpolated
         assert os.path.getsize(os.path.join(path, "checkpoint.pt")) < 1_000_000
@@ -35,13 +37,17 @@ def test_the_sources_are_the_paper_recipes_cells():
 
 @pytest.mark.parametrize("path", SOURCES[:1])
 def test_a_shipped_source_calibrates_directly(path, tmp_path):
-    result = CliRunner().invoke(app, ["calibrate", path, "--samples", 100, "--no-wandb", "--out", str(tmp_path / "bias.pt")])
+    result = CliRunner().invoke(
+        app, ["calibrate", path, "--samples", 100, "--no-wandb", "--out", str(tmp_path / "bias.pt")]
+    )
     assert result.exit_code == 0, result.output
     payload = torch.load(tmp_path / "bias.pt", weights_only=True)
     assert payload["calibration"]["layers"] == [0, 1]  # every decoder layer of the cpu preset
     assert "recipe paper64's calibration" in result.output
     # and an ABC cell may calibrate from it (no retraining of the source)
-    result = CliRunner().invoke(app, ["train", "--task", payload["task"], "--method", "abc", "--source", path, "--dry-run"])
+    result = CliRunner().invoke(
+        app, ["train", "--task", payload["task"], "--method", "abc", "--source", path, "--dry-run"]
+    )
     assert result.exit_code == 0 and json.loads(result.stdout)["source"] == path
 
 
@@ -50,7 +56,28 @@ def test_a_shipped_source_cannot_be_trained_further(tmp_path):
 
     shutil.copytree(SOURCES[0], tmp_path / "source")
     task, name = SOURCES[0].split(os.sep)[-2:]
-    result = CliRunner().invoke(app, ["train", "--recipe", "paper64", "--task", task, "--seed", name.rsplit("-s", 1)[1], "--steps", "40000", "--stop-at", "1.0", "--train-on", "3", "--resume", "--no-wandb", "--out", str(tmp_path / "source")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--recipe",
+            "paper64",
+            "--task",
+            task,
+            "--seed",
+            name.rsplit("-s", 1)[1],
+            "--steps",
+            "40000",
+            "--stop-at",
+            "1.0",
+            "--train-on",
+            "3",
+            "--resume",
+            "--no-wandb",
+            "--out",
+            str(tmp_path / "source"),
+        ],
+    )
     assert result.exit_code == 2 and "weights-only checkpoint" in result.stderr, result.output
 
 
@@ -63,19 +90,42 @@ def test_the_multi_operand_sources_are_the_cells_their_records_name():
     assert len(MULTI) >= 3
     for path in MULTI:
         state = torch.load(os.path.join(path, "checkpoint.pt"), weights_only=True)
-        recorded = Experiment.from_dict(json.loads(open(os.path.join(path, "experiment.json")).read()))
-        assert recorded.recipe == "multiadd" and recorded.cell.method == "vanilla" and state["weights_only"]
-        assert RunConfig(**state["config"]) == recorded.run and path.endswith(os.path.basename(recorded.identity))
+        recorded = Experiment.from_dict(
+            json.loads(open(os.path.join(path, "experiment.json")).read())
+        )
+        assert (
+            recorded.recipe == "multiadd"
+            and recorded.cell.method == "vanilla"
+            and state["weights_only"]
+        )
+        assert RunConfig(**state["config"]) == recorded.run and path.endswith(
+            os.path.basename(recorded.identity)
+        )
         assert os.path.getsize(os.path.join(path, "checkpoint.pt")) < 1_000_000
 
 
 @pytest.mark.parametrize("path", MULTI)
 def test_a_multi_operand_source_calibrates_directly(path, tmp_path):
-    result = CliRunner().invoke(app, ["calibrate", path, "--samples", 100, "--min-accuracy", 0.75, "--no-wandb",
-                                      "--out", str(tmp_path / "bias.pt")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "calibrate",
+            path,
+            "--samples",
+            100,
+            "--min-accuracy",
+            0.75,
+            "--no-wandb",
+            "--out",
+            str(tmp_path / "bias.pt"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     payload = torch.load(tmp_path / "bias.pt", weights_only=True)
-    assert payload["task"] == path.split(os.sep)[-2] and "recipe multiadd's calibration" in result.output
+    assert (
+        payload["task"] == path.split(os.sep)[-2]
+        and "recipe multiadd's calibration" in result.output
+    )
 
 
 TRAINED = sorted(glob.glob("results/checkpoints/*/abc-s*"))
@@ -87,11 +137,26 @@ def test_a_shipped_abc_checkpoint_scores_its_record_at_the_training_length(path,
     give the record's exact match at the training length (the longer tests take up to an hour a
     seed on one thread)."""
     task, name = path.split(os.sep)[-2:]
-    record = json.load(open(os.path.join("results", "multi" if task == "multiadd" else "multiply", task, name, "eval.json")))
+    record = json.load(
+        open(
+            os.path.join(
+                "results", "multi" if task == "multiadd" else "multiply", task, name, "eval.json"
+            )
+        )
+    )
     state = torch.load(os.path.join(path, "checkpoint.pt"), weights_only=True)
-    assert state["weights_only"] and "optimizer" not in state and state["step"] == record["train_steps"]
+    assert (
+        state["weights_only"]
+        and "optimizer" not in state
+        and state["step"] == record["train_steps"]
+    )
     shutil.copytree(path, tmp_path / name)
     length = str(record["train_digits"])
-    result = CliRunner().invoke(app, ["eval", str(tmp_path / name), "--lengths", length, "--no-wandb"])
+    result = CliRunner().invoke(
+        app, ["eval", str(tmp_path / name), "--lengths", length, "--no-wandb"]
+    )
     assert result.exit_code == 0, result.output
-    assert json.load(open(tmp_path / name / "eval.json"))["accuracy"][length] == record["accuracy"][length]
+    assert (
+        json.load(open(tmp_path / name / "eval.json"))["accuracy"][length]
+        == record["accuracy"][length]
+    )

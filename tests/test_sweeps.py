@@ -32,7 +32,13 @@ def test_every_expanded_run_is_a_valid_cli_call(path):
     assert len(runs) > 1
     for params in runs:
         argv = command_line(config, params, interpreter="python")
-        assert argv[:5] == ["python", "-m", "cli", "train", "--continue"]  # works from any directory; a rerun trains nothing
+        assert argv[:5] == [
+            "python",
+            "-m",
+            "cli",
+            "train",
+            "--continue",
+        ]  # works from any directory; a rerun trains nothing
         result = runner.invoke(app, [*argv[3:], "--dry-run"])
         assert result.exit_code == 0, f"{shlex.join(argv)}\n{result.output}"
 
@@ -40,19 +46,34 @@ def test_every_expanded_run_is_a_valid_cli_call(path):
 def test_the_grid_covers_every_baseline_abs_and_abc_on_every_task_over_three_seeds():
     runs = expand(load_sweep("sweeps/paper-grid.yaml"))
     cells = {(r["task"], r["method"], r["seed"]) for r in runs}
-    tasks, methods = {"successor", "addition", "nx1", "parity"}, {"vanilla", "nope", "rope", "alibi", "relative", "+w=1", "+T=3", "NoPE+w=1", "abc"}
+    tasks, methods = (
+        {"successor", "addition", "nx1", "parity"},
+        {"vanilla", "nope", "rope", "alibi", "relative", "+w=1", "+T=3", "NoPE+w=1", "abc"},
+    )
     assert cells == {(t, m, s) for t in tasks for m in methods for s in (0, 1, 2)}
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("program: cli.py\nmethod: grid\n", "`parameters` is required"),
-    ("program: cli.py\nmethod: grid\nparameters:\n  lr: {min: 0.1, max: 1.0}\n", "disallowed type with grid search"),
-    ("program: cli.py\nmethod: bayes\nparameters:\n  lr: {min: 0.1, max: 1.0}\n", "requires \"metric\""),
-    ("program: cli.py\nmethod: grid\nparameters:\n  seed: {values: [0]}\ncommand: [\"${program}\", \"${args_json}\"]\n", "unsupported command macro"),
-    ("method: grid\nparameters:\n  seed: {values: [0]}\n", "names no program"),
-    ("a: [1,\n", "not valid YAML"),
-    ("- just\n- a list\n", "not hold a sweep configuration"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("program: cli.py\nmethod: grid\n", "`parameters` is required"),
+        (
+            "program: cli.py\nmethod: grid\nparameters:\n  lr: {min: 0.1, max: 1.0}\n",
+            "disallowed type with grid search",
+        ),
+        (
+            "program: cli.py\nmethod: bayes\nparameters:\n  lr: {min: 0.1, max: 1.0}\n",
+            'requires "metric"',
+        ),
+        (
+            'program: cli.py\nmethod: grid\nparameters:\n  seed: {values: [0]}\ncommand: ["${program}", "${args_json}"]\n',
+            "unsupported command macro",
+        ),
+        ("method: grid\nparameters:\n  seed: {values: [0]}\n", "names no program"),
+        ("a: [1,\n", "not valid YAML"),
+        ("- just\n- a list\n", "not hold a sweep configuration"),
+    ],
+)
 def test_an_invalid_sweep_file_is_one_line_and_exit_2(tmp_path, text, needle):
     path = tmp_path / "sweep.yaml"
     path.write_text(text)
@@ -84,32 +105,66 @@ def test_a_sweep_runs_twice_and_the_second_pass_trains_nothing(tmp_path):
         'command: ["${env}", "${interpreter}", "-m", "cli", "train", "--continue", "${args}"]\n'
         "parameters:\n  recipe: {value: quick}\n  preset: {value: tiny}\n  pad_width: {value: 7}\n  lengths: {value: '3'}\n"
         "  steps: {value: 4}\n  eval_every: {value: 2}\n  valid_size: {value: 8}\n  wandb: {value: false}\n"
-        "  seed: {values: [0, 1]}\n")
+        "  seed: {values: [0, 1]}\n"
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    first = subprocess.run([sys.executable, "-m", "cli", "sweep", str(sweep)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    first = subprocess.run(
+        [sys.executable, "-m", "cli", "sweep", str(sweep)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     assert "2 runs finished, 0 failed" in first.stdout and first.stdout.count("done: step 4") == 2
     runs = sorted((tmp_path / "runs" / "quick" / "successor").iterdir())
-    assert [run.name for run in runs] == [f"vanilla-s{seed}-eval_every=2,lengths=3,pad_width=7,preset=tiny,steps=4,valid_size=8"
-                                          for seed in (0, 1)]
+    assert [run.name for run in runs] == [
+        f"vanilla-s{seed}-eval_every=2,lengths=3,pad_width=7,preset=tiny,steps=4,valid_size=8"
+        for seed in (0, 1)
+    ]
     stamps = {run: (run / "checkpoint.pt").stat().st_mtime_ns for run in runs}
-    again = subprocess.run([sys.executable, "-m", "cli", "sweep", str(sweep)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    again = subprocess.run(
+        [sys.executable, "-m", "cli", "sweep", str(sweep)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "2 runs finished, 0 failed" in again.stdout and "step      2" not in again.stdout  # no validation: no training
+    assert (
+        "2 runs finished, 0 failed" in again.stdout and "step      2" not in again.stdout
+    )  # no validation: no training
     assert {run: (run / "checkpoint.pt").stat().st_mtime_ns for run in runs} == stamps
 
 
-@pytest.mark.parametrize("parameter, needle", [
-    ("learning_speed: {value: 3}", "'learning_speed' is not an option of abcmini train"),
-    ("steps: {values: [20, twenty]}", "Invalid value for '--steps'"),  # the second run's value: every run is parsed first
-    ("threads: {value: 0}", "Invalid value for '--threads'"),
-    ("eval_every: {values: [10, ten]}", "Invalid value for '--eval-every'"),  # the agent's spelling, parsed as train parses it
-])
-def test_a_sweep_over_an_unknown_option_or_a_bad_value_is_refused_before_any_run(tmp_path, parameter, needle):
+@pytest.mark.parametrize(
+    "parameter, needle",
+    [
+        ("learning_speed: {value: 3}", "'learning_speed' is not an option of abcmini train"),
+        (
+            "steps: {values: [20, twenty]}",
+            "Invalid value for '--steps'",
+        ),  # the second run's value: every run is parsed first
+        ("threads: {value: 0}", "Invalid value for '--threads'"),
+        (
+            "eval_every: {values: [10, ten]}",
+            "Invalid value for '--eval-every'",
+        ),  # the agent's spelling, parsed as train parses it
+    ],
+)
+def test_a_sweep_over_an_unknown_option_or_a_bad_value_is_refused_before_any_run(
+    tmp_path, parameter, needle
+):
     sweep = tmp_path / "bad.yaml"
-    sweep.write_text(f"program: cli.py\nmethod: grid\nparameters:\n  seed: {{values: [0, 1]}}\n  {parameter}\n")
+    sweep.write_text(
+        f"program: cli.py\nmethod: grid\nparameters:\n  seed: {{values: [0, 1]}}\n  {parameter}\n"
+    )
     result = runner.invoke(app, ["sweep", str(sweep)])
-    assert result.exit_code == 2 and needle in result.output and "sweep bad.yaml run" not in result.output, result.output
+    assert (
+        result.exit_code == 2
+        and needle in result.output
+        and "sweep bad.yaml run" not in result.output
+    ), result.output
     assert os.listdir(tmp_path) == ["bad.yaml"]
 
 
@@ -121,7 +176,10 @@ def test_every_sweep_names_its_project_and_runs_the_interpreter_running_abcmini(
 
     config = load_sweep(path)
     assert config["project"] == "abcmini"
-    assert config["command"][:2] == ["${env}", "${interpreter}"] and command_line(config, {"seed": 0})[0] == sys.executable
+    assert (
+        config["command"][:2] == ["${env}", "${interpreter}"]
+        and command_line(config, {"seed": 0})[0] == sys.executable
+    )
 
 
 def test_the_smoke_sweep_runs_whole_and_ends_in_a_comparison_run(tmp_path):
@@ -132,9 +190,19 @@ def test_the_smoke_sweep_runs_whole_and_ends_in_a_comparison_run(tmp_path):
     from abcmini.outputs.wandb_files import offline_runs
 
     (tmp_path / "wandb-dir").mkdir()
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path / "wandb-dir")}
-    done = subprocess.run([sys.executable, "-m", "cli", "sweep", os.path.join(ROOT, "sweeps", "smoke.yaml")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": str(tmp_path / "wandb-dir"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "cli", "sweep", os.path.join(ROOT, "sweeps", "smoke.yaml")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 runs finished, 0 failed" in done.stdout and "comparison: wandb run" in done.stdout
     runs = offline_runs(tmp_path / "wandb-dir")
@@ -143,21 +211,33 @@ def test_the_smoke_sweep_runs_whole_and_ends_in_a_comparison_run(tmp_path):
     assert all("sweep:smoke" in run.tags and run.exit_code == 0 for run in trained)
     (comparison,) = [run for run in runs if run.job_type == "comparison"]
     assert comparison.group == "sweep/smoke" and comparison.config["sweep"] == "smoke"
-    assert {(run["method"], run["wandb_id"]) for run in comparison.config["runs"]} == {(run.config["label"], run.id) for run in trained}
+    assert {(run["method"], run["wandb_id"]) for run in comparison.config["runs"]} == {
+        (run.config["label"], run.id) for run in trained
+    }
     (series,) = comparison.media("comparison/successor_table")
     with open(series) as f:
         table = json.load(f)
-    assert {row[1] for row in table["data"]} == {"vanilla", "vanilla+w=1"} and {row[0] for row in table["data"]} == {6, 12}
+    assert {row[1] for row in table["data"]} == {"vanilla", "vanilla+w=1"} and {
+        row[0] for row in table["data"]
+    } == {6, 12}
 
 
 def test_a_sweep_file_that_is_a_fifo_junk_or_a_huge_grid_is_one_line_before_any_work(tmp_path):
     os.mkfifo(tmp_path / "fifo.yaml")  # reading it would wait forever
     (tmp_path / "junk.yaml").write_bytes(bytes(range(256)) * 8)
     values = ", ".join(map(str, range(1000)))
-    (tmp_path / "big.yaml").write_text(f"program: cli.py\nmethod: grid\nparameters:\n  seed: {{values: [{values}]}}\n"
-                                       f"  data_seed: {{values: [{values}]}}\n")
+    (tmp_path / "big.yaml").write_text(
+        f"program: cli.py\nmethod: grid\nparameters:\n  seed: {{values: [{values}]}}\n"
+        f"  data_seed: {{values: [{values}]}}\n"
+    )
     (tmp_path / "huge.yaml").write_text("program: cli.py\n" + "#" * 70_000 + "\n")
-    for name, needle in (("fifo.yaml", "is not a regular file"), ("junk.yaml", "is unreadable (UnicodeDecodeError)"),
-                         ("big.yaml", "its grid has 1,000,000 runs, over 10,000"), ("huge.yaml", "is over 64 KiB")):
+    for name, needle in (
+        ("fifo.yaml", "is not a regular file"),
+        ("junk.yaml", "is unreadable (UnicodeDecodeError)"),
+        ("big.yaml", "its grid has 1,000,000 runs, over 10,000"),
+        ("huge.yaml", "is over 64 KiB"),
+    ):
         result = runner.invoke(app, ["sweep", str(tmp_path / name)])
-        assert result.exit_code == 2 and needle in result.output and result.output.count("\n") == 1, (name, result.output)
+        assert (
+            result.exit_code == 2 and needle in result.output and result.output.count("\n") == 1
+        ), (name, result.output)

@@ -9,14 +9,39 @@ from abcmini.outputs.wandb_files import OfflineRun
 
 
 def cell_runs():
-    source = OfflineRun("root/successor/vanilla-s0/wandb/offline-run-1-src", id="src", project="abcmini", group="g",
-                        job_type="source", artifacts=[("model-src", "model"), ("run-src-table", "run_table")])
-    calibration = OfflineRun("root/successor/abc-s0/wandb/offline-run-2-cal", id="cal", project="abcmini", group="g",
-                             job_type="calibration", config={"uses": ["model-src"]}, artifacts=[("abc-bias-g", "abc-bias")])
-    retraining = OfflineRun("root/successor/abc-s0/wandb/offline-run-3-re", id="re", project="abcmini", group="g",
-                            job_type="retraining", config={"uses": ["abc-bias-g", "abc-bias-g"]})
-    evaluation = OfflineRun("root/successor/abc-s0/wandb/offline-run-4-ev", id="ev", project="abcmini", group="g",
-                            job_type="eval", config={"uses": ["model-elsewhere"]})
+    source = OfflineRun(
+        "root/successor/vanilla-s0/wandb/offline-run-1-src",
+        id="src",
+        project="abcmini",
+        group="g",
+        job_type="source",
+        artifacts=[("model-src", "model"), ("run-src-table", "run_table")],
+    )
+    calibration = OfflineRun(
+        "root/successor/abc-s0/wandb/offline-run-2-cal",
+        id="cal",
+        project="abcmini",
+        group="g",
+        job_type="calibration",
+        config={"uses": ["model-src"]},
+        artifacts=[("abc-bias-g", "abc-bias")],
+    )
+    retraining = OfflineRun(
+        "root/successor/abc-s0/wandb/offline-run-3-re",
+        id="re",
+        project="abcmini",
+        group="g",
+        job_type="retraining",
+        config={"uses": ["abc-bias-g", "abc-bias-g"]},
+    )
+    evaluation = OfflineRun(
+        "root/successor/abc-s0/wandb/offline-run-4-ev",
+        id="ev",
+        project="abcmini",
+        group="g",
+        job_type="eval",
+        config={"uses": ["model-elsewhere"]},
+    )
     return [source, calibration, retraining, evaluation]
 
 
@@ -35,10 +60,19 @@ class StandIn:
 
 
 def test_sync_finds_each_recorded_use_with_the_run_that_logged_it():
-    assert edges(cell_runs()) == [Edge("cal", "model-src", "src"), Edge("re", "abc-bias-g", "cal"), Edge("ev", "model-elsewhere", None)]
+    assert edges(cell_runs()) == [
+        Edge("cal", "model-src", "src"),
+        Edge("re", "abc-bias-g", "cal"),
+        Edge("ev", "model-elsewhere", None),
+    ]
     lines = describe(cell_runs(), edges(cell_runs()), "root", "me", None)
-    assert lines[0] == "4 offline runs under root:" and lines[5].startswith("upload: wandb sync --entity me root/successor/vanilla-s0/")
-    assert "  Api().run('me/abcmini/re').use_artifact('me/abcmini/abc-bias-g:latest')  (logged by cal)" in lines
+    assert lines[0] == "4 offline runs under root:" and lines[5].startswith(
+        "upload: wandb sync --entity me root/successor/vanilla-s0/"
+    )
+    assert (
+        "  Api().run('me/abcmini/re').use_artifact('me/abcmini/abc-bias-g:latest')  (logged by cal)"
+        in lines
+    )
     assert lines[-1].endswith("(logged outside this root)")
 
 
@@ -47,6 +81,9 @@ def test_restoring_the_edges_twice_adds_each_once():
     assert restore(runs, edges(runs), "me", None, api) == 3
     assert restore(runs, edges(runs), "me", None, api) == 0
     assert {path: [a.name for a in used] for path, used in api.used.items()} == {
-        "me/abcmini/cal": ["model-src:latest"], "me/abcmini/re": ["abc-bias-g:latest"], "me/abcmini/ev": ["model-elsewhere:latest"]}
+        "me/abcmini/cal": ["model-src:latest"],
+        "me/abcmini/re": ["abc-bias-g:latest"],
+        "me/abcmini/ev": ["model-elsewhere:latest"],
+    }
     restore(runs, edges(runs), "me", "elsewhere", api)  # --project: every run in that project
     assert "me/elsewhere/re" in api.used

@@ -13,12 +13,12 @@ from abcmini.tasks import (
     detokenize,
     exact_length_numbers,
     extrapolation_operands,
+    extrapolation_set_size,
     format_task,
     int_to_digits,
     padding_cells,
     parity_bits,
     sample_operands,
-    extrapolation_set_size,
 )
 
 
@@ -89,7 +89,9 @@ def test_padding_cells_are_the_zeros_in_front_of_each_number():
     padding zeros after the ``$``; the result, least significant digit first after SOS, has them
     at its end. The number 0 is one real digit."""
     rng = random.Random(3)
-    pairs = [(0, 0), (5, 30), (100, 7), (10**8, 1)] + [(rng.randrange(10**rng.randint(1, 8)), rng.randrange(10**8)) for _ in range(40)]
+    pairs = [(0, 0), (5, 30), (100, 7), (10**8, 1)] + [
+        (rng.randrange(10 ** rng.randint(1, 8)), rng.randrange(10**8)) for _ in range(40)
+    ]
     a, b = zip(*pairs)
     ex = format_task("addition", digits(*a, width=9), digits(*b, width=9), 9)
     src, out = padding_cells(ex.src), padding_cells(ex.tgt_in.flip(1)).flip(1)
@@ -104,7 +106,13 @@ def test_every_input_starts_with_a_marker(aligned):
     """Without positions, the first token is what tells the final-carry row from the end row."""
     a, b = digits(5, 123), digits(0, 748)
     for task in TASKS:
-        second = torch.tensor([0, 3]) if task == "nx1" else b if task in ("addition", "multiply") else None
+        second = (
+            torch.tensor([0, 3])
+            if task == "nx1"
+            else b
+            if task in ("addition", "multiply")
+            else None
+        )
         first = torch.stack([a, b], dim=1) if task == "multiadd" else a
         src = format_task(task, first, second, 4, aligned and is_binary(task)).src
         marker = {"addition": "+", "nx1": "*"}[task] if aligned and is_binary(task) else "$"
@@ -139,7 +147,9 @@ def test_pool_is_a_seeded_7_to_1_permutation():
     together = torch.cat([pool.train, pool.valid])
     assert torch.equal(together.sort().values, torch.arange(POOL_SIZE))
     assert len(pool.train) == POOL_SIZE * 7 // 8
-    assert torch.equal(Pool.make(0).train, pool.train) and not torch.equal(Pool.make(1).train, pool.train)
+    assert torch.equal(Pool.make(0).train, pool.train) and not torch.equal(
+        Pool.make(1).train, pool.train
+    )
 
 
 def test_training_operands_come_from_their_split():
@@ -165,7 +175,9 @@ def test_extrapolation_sets_have_exactly_l_digits_and_the_stated_size(length):
 
 
 def test_small_lengths_are_the_whole_range():
-    assert sorted((exact_length_numbers(3, 0) @ torch.tensor([100, 10, 1])).tolist()) == list(range(100, 1000))
+    assert sorted((exact_length_numbers(3, 0) @ torch.tensor([100, 10, 1])).tolist()) == list(
+        range(100, 1000)
+    )
 
 
 def test_extrapolation_operands_for_binary_tasks():
@@ -178,10 +190,16 @@ def test_extrapolation_operands_for_binary_tasks():
 
 
 def test_int_to_digits():
-    assert int_to_digits(torch.tensor([0, 7, 1048576]), 7).tolist() == [[0] * 7, [0] * 6 + [7], [1, 0, 4, 8, 5, 7, 6]]
+    assert int_to_digits(torch.tensor([0, 7, 1048576]), 7).tolist() == [
+        [0] * 7,
+        [0] * 6 + [7],
+        [1, 0, 4, 8, 5, 7, 6],
+    ]
 
 
-def test_train_digits_beyond_the_pool_draws_every_length_up_to_it_and_the_pool_stays_the_papers(tmp_path):
+def test_train_digits_beyond_the_pool_draws_every_length_up_to_it_and_the_pool_stays_the_papers(
+    tmp_path,
+):
     """``--train-digits 12``: numbers of uniformly random length 1 … 12, a non-zero lead, in
     training, validation, the frame and the following test frames; 7 keeps the paper's pool,
     draw for draw."""
@@ -191,22 +209,35 @@ def test_train_digits_beyond_the_pool_draws_every_length_up_to_it_and_the_pool_s
     from abcmini.train import Trainer
 
     numbers = random_numbers(12_000, 12, torch.Generator().manual_seed(0))
-    lengths = 12 - (numbers.cumsum(1) == 0).sum(1)  # a number's length: its digits from the first non-zero one
+    lengths = 12 - (numbers.cumsum(1) == 0).sum(
+        1
+    )  # a number's length: its digits from the first non-zero one
     counts = torch.bincount(lengths.clamp(min=1), minlength=13)[1:]
     assert counts.min() > 800 and counts.max() < 1200  # about 1,000 of each length 1 … 12
     exact = random_numbers(100, 12, torch.Generator().manual_seed(1), length=9)
     assert (exact[:, :3] == 0).all() and (exact[:, 3] > 0).all()
     pool = Pool.make(0).train
-    draws = [f(*args, 64, torch.Generator().manual_seed(2)) for f, args in ((sample_operands, ("addition", pool)),
-                                                                             (training_operands, ("addition", pool)))]
+    draws = [
+        f(*args, 64, torch.Generator().manual_seed(2))
+        for f, args in (
+            (sample_operands, ("addition", pool)),
+            (training_operands, ("addition", pool)),
+        )
+    ]
     assert all(torch.equal(x, y) for x, y in zip(*draws))  # 7 digits: the pool, draw for draw
     cfg = RunConfig(task="addition", preset="tiny", pad_width=14, train_digits=12, valid_size=60)
     trainer = Trainer(cfg, str(tmp_path))
-    one = format_task("addition", *training_operands("addition", None, 1, torch.Generator(), 12), 14)
+    one = format_task(
+        "addition", *training_operands("addition", None, 1, torch.Generator(), 12), 14
+    )
     assert trainer.valid.src.shape == (60, one.src.shape[1])  # validation in the pad-14 frame
-    longest = max(14 - int((digits.cumsum(0) == 0).sum()) for digits in trainer.batch().src[:, 1:15])
+    longest = max(
+        14 - int((digits.cumsum(0) == 0).sum()) for digits in trainer.batch().src[:, 1:15]
+    )
     assert longest > 7  # numbers the pool does not have
-    assert pad_width_for(20, 14, follows=True, train_digits=12) == 22  # the training numbers' two leading zeros, kept
+    assert (
+        pad_width_for(20, 14, follows=True, train_digits=12) == 22
+    )  # the training numbers' two leading zeros, kept
     with pytest.raises(ConfigError, match="pad width must be at least 12"):
         RunConfig(task="addition", pad_width=10, train_digits=12)
 
@@ -221,20 +252,44 @@ def test_uniform_training_numbers_vary_every_digit_at_seven_where_the_pools_do_n
 
     def sevens(cfg, batches=30):  # every 7-digit operand a run trains and validates on
         trainer = Trainer(cfg, str(tmp_path))
-        inputs = [detokenize(row) for _ in range(batches) for row in trainer.batch().src] + [detokenize(row) for row in trainer.valid.src]
-        return [int(n) for text in inputs for n in text[1:].split("+") if len(n) == 7 and n[0] != "0"]
+        inputs = [detokenize(row) for _ in range(batches) for row in trainer.batch().src] + [
+            detokenize(row) for row in trainer.valid.src
+        ]
+        return [
+            int(n) for text in inputs for n in text[1:].split("+") if len(n) == 7 and n[0] != "0"
+        ]
 
-    for frame in ({"pad_width": 7}, {"varied": True}):  # the fixed frame, and +varied's batches of one length
-        pool = sevens(RunConfig(task="addition", preset="tiny", valid_size=64, batch_size=64, **frame))
-        drawn = sevens(RunConfig(task="addition", preset="tiny", valid_size=64, batch_size=64, train_numbers="uniform", **frame))
+    for frame in (
+        {"pad_width": 7},
+        {"varied": True},
+    ):  # the fixed frame, and +varied's batches of one length
+        pool = sevens(
+            RunConfig(task="addition", preset="tiny", valid_size=64, batch_size=64, **frame)
+        )
+        drawn = sevens(
+            RunConfig(
+                task="addition",
+                preset="tiny",
+                valid_size=64,
+                batch_size=64,
+                train_numbers="uniform",
+                **frame,
+            )
+        )
         assert pool and max(pool) <= 2**20  # the paper's pool
-        assert len(drawn) > 100 and len({n // 10**5 for n in drawn}) > 50  # the top two digits: 10 … 99
+        assert (
+            len(drawn) > 100 and len({n // 10**5 for n in drawn}) > 50
+        )  # the top two digits: 10 … 99
     with pytest.raises(ConfigError, match="--train-numbers is pool or uniform"):
         RunConfig(task="addition", train_numbers="digits")
     record = {"recipe": "decoder", "arch": "decoder", "preset": "cpu", "train_digits": 7}
     drawn = protocol({**record, "train_numbers": "uniform"})
-    assert drawn != protocol(record) == protocol({**record, "train_numbers": "pool"})  # the report pools them apart
-    assert "training numbers drawn digit by digit" in describe_protocol(drawn) and "digit" not in describe_protocol(protocol(record))
+    assert (
+        drawn != protocol(record) == protocol({**record, "train_numbers": "pool"})
+    )  # the report pools them apart
+    assert "training numbers drawn digit by digit" in describe_protocol(
+        drawn
+    ) and "digit" not in describe_protocol(protocol(record))
 
 
 def test_unequal_operands_are_one_of_the_batch_length_and_one_up_to_it_either_side():
@@ -242,14 +297,22 @@ def test_unequal_operands_are_one_of_the_batch_length_and_one_up_to_it_either_si
     operand zero-padded to the longer's length."""
     from abcmini.tasks import training_operands
 
-    a, b = training_operands("addition", None, 4000, torch.Generator().manual_seed(0), 12, length=9, unequal=True)
+    a, b = training_operands(
+        "addition", None, 4000, torch.Generator().manual_seed(0), 12, length=9, unequal=True
+    )
     lengths = [(12 - (x.cumsum(1) == 0).sum(1)).clamp(min=1) for x in (a, b)]  # 0 has one digit
     longer, shorter = torch.maximum(*lengths), torch.minimum(*lengths)
-    assert (longer == 9).all() and shorter.min() == 1 and 0.4 < (lengths[0] == 9).float().mean() < 0.75
-    counts = torch.bincount(shorter, minlength=10)[1:]  # the other operand: each length 1 … 9 about equally often
+    assert (
+        (longer == 9).all() and shorter.min() == 1 and 0.4 < (lengths[0] == 9).float().mean() < 0.75
+    )
+    counts = torch.bincount(shorter, minlength=10)[
+        1:
+    ]  # the other operand: each length 1 … 9 about equally often
     assert counts.min() > 0.6 * counts.max()
     ex = format_task("addition", a, b, 9)
-    equal = format_task("addition", *training_operands("addition", None, 4000, torch.Generator(), 12, length=9), 9)
+    equal = format_task(
+        "addition", *training_operands("addition", None, 4000, torch.Generator(), 12, length=9), 9
+    )
     assert ex.src.shape == equal.src.shape  # the same frame: the shorter operand padded with zeros
 
 
@@ -257,8 +320,15 @@ def test_a_varied_run_with_unequal_operands_trains_and_validates_on_them(tmp_pat
     from abcmini.config import RunConfig
     from abcmini.train import Trainer
 
-    cfg = RunConfig(task="addition", preset="tiny", varied=True, train_digits=9, pad_width=9, valid_size=90,
-                    operand_lengths="unequal")
+    cfg = RunConfig(
+        task="addition",
+        preset="tiny",
+        varied=True,
+        train_digits=9,
+        pad_width=9,
+        valid_size=90,
+        operand_lengths="unequal",
+    )
     trainer = Trainer(cfg, str(tmp_path))
     for example in (trainer.batch(), trainer.valid):
         width = (example.src.shape[1] - 2) // 2  # $a+b in a frame of the batch's length

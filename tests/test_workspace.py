@@ -3,21 +3,33 @@ the comparison run's series, the workspace views and the report (wandb-workspace
 
 import os
 
+from typer.testing import CliRunner
+
 from abcmini.outputs.compare import series
 from abcmini.outputs.report import collect, pool
 from abcmini.outputs.workspace import build, describe
-from typer.testing import CliRunner
-
 from cli import app
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_the_comparison_series_are_the_median_and_the_range_over_seeds_on_a_log_axis_past_100_digits():
-    per_method = {"abc": {6: [1.0, 0.98, 0.99], 500: [0.97, 1.0, 0.99]}, "vanilla": {6: [1.0], 60: [0.0]}}
+    per_method = {
+        "abc": {6: [1.0, 0.98, 0.99], 500: [0.97, 1.0, 0.99]},
+        "vanilla": {6: [1.0], 60: [0.0]},
+    }
     xs, ys, keys, log = series(per_method)
-    assert log and keys == ["abc (median)", "abc (lowest seed)", "abc (highest seed)", "vanilla"]  # one seed: no range
-    assert [round(x, 3) for x in xs[0]] == [0.778, 2.699] and ys[:3] == [[99.0, 99.0], [98.0, 97.0], [100.0, 100.0]]
+    assert log and keys == [
+        "abc (median)",
+        "abc (lowest seed)",
+        "abc (highest seed)",
+        "vanilla",
+    ]  # one seed: no range
+    assert [round(x, 3) for x in xs[0]] == [0.778, 2.699] and ys[:3] == [
+        [99.0, 99.0],
+        [98.0, 97.0],
+        [100.0, 100.0],
+    ]
     _, ys, keys, log = series({"vanilla": {6: [1.0], 60: [0.5]}})
     assert not log and keys == ["vanilla"] and ys == [[100.0, 50.0]]
 
@@ -33,27 +45,47 @@ def test_the_workspace_and_report_of_a_root_group_by_method_per_task_with_a_log_
         model = view._to_model().model_dump()  # what save() would send, built without a server
         (section,) = model["spec"]["section"]["panel_bank_config"]["sections"]
         curve, valid, loss, media = section["panels"]
-        assert curve["config"]["metrics"] == ["extrapolation/exact_match"] and curve["config"]["x_axis"] == "length"
-        assert curve["config"]["group_by"] == "label.value" and curve["config"]["group_agg"] == "median"
-        assert curve["config"]["group_area"] == "minmax" and curve["config"]["x_log_scale"] is True  # tests reach 500 digits
-        assert valid["config"]["metrics"] == ["valid/exact_match"] and loss["config"]["metrics"] == ["train/loss"]
+        assert (
+            curve["config"]["metrics"] == ["extrapolation/exact_match"]
+            and curve["config"]["x_axis"] == "length"
+        )
+        assert (
+            curve["config"]["group_by"] == "label.value"
+            and curve["config"]["group_agg"] == "median"
+        )
+        assert (
+            curve["config"]["group_area"] == "minmax" and curve["config"]["x_log_scale"] is True
+        )  # tests reach 500 digits
+        assert valid["config"]["metrics"] == ["valid/exact_match"] and loss["config"][
+            "metrics"
+        ] == ["train/loss"]
         assert "attention/100-digits/cross" in media["config"]["media_keys"]
         assert [f.name for f in view.runset_settings.groupby] == ["label"]
         assert f"Config(\"task\") == '{task}'" in str(view.runset_settings.filters)
         assert "Config(\"recipe\") == 'long'" in str(view.runset_settings.filters)
     grids = [block for block in report.blocks if type(block).__name__ == "PanelGrid"]
-    assert sorted(grid.runsets[0].name for grid in grids) == sorted(tasks) and all(grid.runsets[0].groupby == ["label"] for grid in grids)
+    assert sorted(grid.runsets[0].name for grid in grids) == sorted(tasks) and all(
+        grid.runsets[0].groupby == ["label"] for grid in grids
+    )
     lines = describe(views, report)
-    assert lines[0].startswith("workspace someone/abcmini 'abcmini long · ") and lines[-1].startswith("report someone/abcmini")
+    assert lines[0].startswith("workspace someone/abcmini 'abcmini long · ") and lines[
+        -1
+    ].startswith("report someone/abcmini")
 
 
 def test_the_workspace_command_prints_its_plan_and_refuses_to_save_without_entity_or_key():
     runner = CliRunner()
     root = os.path.join(ROOT, "results", "long")
     plan = runner.invoke(app, ["workspace", root, "--dry-run"])
-    assert plan.exit_code == 0 and "workspace ENTITY/abcmini 'abcmini long · addition'" in plan.output
+    assert (
+        plan.exit_code == 0 and "workspace ENTITY/abcmini 'abcmini long · addition'" in plan.output
+    )
     no_entity = runner.invoke(app, ["workspace", root])
-    assert no_entity.exit_code == 2 and "needs --entity" in no_entity.output and no_entity.output.count("\n") == 1
+    assert (
+        no_entity.exit_code == 2
+        and "needs --entity" in no_entity.output
+        and no_entity.output.count("\n") == 1
+    )
     no_key = runner.invoke(app, ["workspace", root, "--entity", "someone"])
     assert no_key.exit_code == 2 and "no wandb API key" in no_key.output
     empty = runner.invoke(app, ["workspace", os.path.join(ROOT, "docs")])

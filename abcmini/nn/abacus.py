@@ -20,4 +20,3 @@ def abacus_ids(digit: torch.Tensor, lsd_first: bool, offset: torch.Tensor) -> to
     [b]`` holds each example's ``k``."""
     place = significance(digit, lsd_first)
     return torch.where(place >= 0, place + 1 + offset[:, None], torch.zeros_like(place))
-

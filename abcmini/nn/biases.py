@@ -55,7 +55,9 @@ def window_self_bias(n_q: int, n_k: int, w: int, device=None) -> torch.Tensor:
     return torch.zeros(n_q, n_k, device=device).masked_fill((offset < 0) | (offset > w), NEG_INF)
 
 
-def window_cross_bias(n_q: int, n_k: int, w: int, binary: bool = False, device=None, pairs: bool = False) -> torch.Tensor:
+def window_cross_bias(
+    n_q: int, n_k: int, w: int, binary: bool = False, device=None, pairs: bool = False
+) -> torch.Tensor:
     """``[q k]``: the anti-diagonal window, anchored at the least significant (right) end.
 
     Decoder row ``t`` reads output digit ``t`` (SOS for ``t = 0``) and emits digit ``t + 1``.
@@ -94,19 +96,31 @@ class Window(nn.Module):
         super().__init__()
         self.w, self.binary, self.pairs = w, binary, pairs
 
-    def forward(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, n_q: int, n_src: int, device=None, layout: Layout | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(self_bias [1 q q], cross_bias [1 q s])``, the same for every head (any layout)."""
         return (
             rearrange(window_self_bias(n_q, n_q, self.w, device), "q k -> 1 q k"),
-            rearrange(window_cross_bias(n_q, n_src, self.w, self.binary, device, self.pairs), "q k -> 1 q k"),
+            rearrange(
+                window_cross_bias(n_q, n_src, self.w, self.binary, device, self.pairs),
+                "q k -> 1 q k",
+            ),
         )
 
 
 # ---------------------------------------------------------------- ABC line tables
 
 
-def line_ids(n_q: int, n_k: int, delta: int, right: bool = True, device=None, segment=None,
-             verticals_right: bool = True) -> torch.Tensor:
+def line_ids(
+    n_q: int,
+    n_k: int,
+    delta: int,
+    right: bool = True,
+    device=None,
+    segment=None,
+    verticals_right: bool = True,
+) -> torch.Tensor:
     """``[q k]`` index of the line of direction ``(1, Δ)`` through each cell.
 
     ``right``: lines with Δ < 0 are counted from the top-right corner (cross-attention, whose
@@ -127,7 +141,11 @@ def line_ids(n_q: int, n_k: int, delta: int, right: bool = True, device=None, se
 def in_segment(n_q: int, n_k: int, segment, device=None) -> torch.Tensor:
     """``[q k]``: the cells whose column lies in ``segment (first, last)`` (all, for None)."""
     j = rearrange(torch.arange(n_k, device=device), "k -> 1 k").expand(n_q, n_k)
-    return torch.ones_like(j, dtype=torch.bool) if segment is None else (j >= segment[0]) & (j <= segment[1])
+    return (
+        torch.ones_like(j, dtype=torch.bool)
+        if segment is None
+        else (j >= segment[0]) & (j <= segment[1])
+    )
 
 
 class LineBias(nn.Module):
@@ -144,12 +162,26 @@ class LineBias(nn.Module):
     top-right cell set to 0 (the authors' cross-attention bias).
     """
 
-    def __init__(self, deltas: tuple, firsts: tuple, values: torch.Tensor, right: bool = True, transparent_empty: bool = True,
-                 anchored: bool = False, segments: tuple = (), verticals_right: bool = True, closed: float = NEG_INF,
-                 open_corner: bool = False):
+    def __init__(
+        self,
+        deltas: tuple,
+        firsts: tuple,
+        values: torch.Tensor,
+        right: bool = True,
+        transparent_empty: bool = True,
+        anchored: bool = False,
+        segments: tuple = (),
+        verticals_right: bool = True,
+        closed: float = NEG_INF,
+        open_corner: bool = False,
+    ):
         super().__init__()
         self.deltas, self.firsts, self.right = tuple(deltas), tuple(firsts), right
-        self.transparent_empty, self.anchored, self.segments = transparent_empty, anchored, tuple(segments)
+        self.transparent_empty, self.anchored, self.segments = (
+            transparent_empty,
+            anchored,
+            tuple(segments),
+        )
         self.verticals_right, self.closed, self.open_corner = verticals_right, closed, open_corner
         self.register_buffer("values", values)
 
@@ -165,13 +197,27 @@ class LineBias(nn.Module):
         """Both biases' lines at once (materialized, they merge by max like directions do): how
         the calibrations of several decoder layers combine into one bias."""
         if (self.right, self.anchored, self.verticals_right, self.closed, self.open_corner) != (
-                other.right, other.anchored, other.verticals_right, other.closed, other.open_corner):
+            other.right,
+            other.anchored,
+            other.verticals_right,
+            other.closed,
+            other.open_corner,
+        ):
             raise ValueError("cannot unite biases of different attentions or anchors")
         width = max(self.values.shape[-1], other.values.shape[-1])
         pad = lambda v: torch.nn.functional.pad(v, (0, width - v.shape[-1]), value=NEG_INF)  # noqa: E731
-        return LineBias(self.deltas + other.deltas, self.firsts + other.firsts,
-                        torch.cat([pad(self.values), pad(other.values)]), self.right, self.transparent_empty,
-                        self.anchored, self.segments + other.segments, self.verticals_right, self.closed, self.open_corner)
+        return LineBias(
+            self.deltas + other.deltas,
+            self.firsts + other.firsts,
+            torch.cat([pad(self.values), pad(other.values)]),
+            self.right,
+            self.transparent_empty,
+            self.anchored,
+            self.segments + other.segments,
+            self.verticals_right,
+            self.closed,
+            self.open_corner,
+        )
 
     @property
     def transparent(self) -> torch.Tensor:
@@ -181,17 +227,27 @@ class LineBias(nn.Module):
     def open_per_head(self) -> list[int]:
         return torch.isfinite(self.values).sum(dim=(0, 2)).tolist()
 
-    def forward(self, n_q: int, n_k: int, device=None, layout: Layout | None = None) -> torch.Tensor:
+    def forward(
+        self, n_q: int, n_k: int, device=None, layout: Layout | None = None
+    ) -> torch.Tensor:
         """Materialize the ``[h q k]`` bias for an ``n_q × n_k`` attention matrix (anchored lines:
         over keys of that ``layout``)."""
         lines = self.values.shape[-1]
-        values = torch.nn.functional.pad(self.values.to(device), (0, 1), value=NEG_INF)  # column `lines`: unknown
+        values = torch.nn.functional.pad(
+            self.values.to(device), (0, 1), value=NEG_INF
+        )  # column `lines`: unknown
         merged = torch.full((values.shape[1], n_q, n_k), NEG_INF, device=device)
         for index, (table, delta, first) in enumerate(zip(values, self.deltas, self.firsts)):
             segment = self.segment(index, layout)
-            ids = line_ids(n_q, n_k, delta, self.right, device, segment, self.verticals_right) - first
-            ids = ids.masked_fill((ids < 0) | (ids >= lines) | ~in_segment(n_q, n_k, segment, device), lines)
-            cell = rearrange(table.index_select(1, rearrange(ids, "q k -> (q k)")), "h (q k) -> h q k", q=n_q)
+            ids = (
+                line_ids(n_q, n_k, delta, self.right, device, segment, self.verticals_right) - first
+            )
+            ids = ids.masked_fill(
+                (ids < 0) | (ids >= lines) | ~in_segment(n_q, n_k, segment, device), lines
+            )
+            cell = rearrange(
+                table.index_select(1, rearrange(ids, "q k -> (q k)")), "h (q k) -> h q k", q=n_q
+            )
             merged = torch.maximum(merged, cell)
         if self.open_corner:
             merged[:, 0, -1] = 0.0
@@ -203,15 +259,33 @@ class LineBias(nn.Module):
         return merged
 
     def state(self) -> dict:
-        return {"deltas": list(self.deltas), "firsts": list(self.firsts), "values": self.values, "right": self.right,
-                "transparent_empty": self.transparent_empty, "anchored": self.anchored, "segments": list(self.segments),
-                "verticals_right": self.verticals_right, "closed": self.closed, "open_corner": self.open_corner}
+        return {
+            "deltas": list(self.deltas),
+            "firsts": list(self.firsts),
+            "values": self.values,
+            "right": self.right,
+            "transparent_empty": self.transparent_empty,
+            "anchored": self.anchored,
+            "segments": list(self.segments),
+            "verticals_right": self.verticals_right,
+            "closed": self.closed,
+            "open_corner": self.open_corner,
+        }
 
     @classmethod
     def from_state(cls, state: dict) -> "LineBias":
-        return cls(tuple(state["deltas"]), tuple(state["firsts"]), state["values"], state["right"], state["transparent_empty"],
-                   bool(state.get("anchored", state.get("anchors"))), tuple(state.get("segments", ())),  # "anchors": a task name once
-                   state.get("verticals_right", True), state.get("closed", NEG_INF), state.get("open_corner", False))
+        return cls(
+            tuple(state["deltas"]),
+            tuple(state["firsts"]),
+            state["values"],
+            state["right"],
+            state["transparent_empty"],
+            bool(state.get("anchored", state.get("anchors"))),
+            tuple(state.get("segments", ())),  # "anchors": a task name once
+            state.get("verticals_right", True),
+            state.get("closed", NEG_INF),
+            state.get("open_corner", False),
+        )
 
     def lines(self):
         """``(direction label, head, [(line, value)])`` for every head with an open line."""
@@ -230,15 +304,22 @@ class Calibrated(nn.Module):
         super().__init__()
         self.self_attention, self.cross_attention = self_attention, cross_attention
 
-    def forward(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, n_q: int, n_src: int, device=None, layout: Layout | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(self_bias [h q q], cross_bias [h q s])``; the model adds the causal mask itself."""
-        return self.self_attention(n_q, n_q, device), self.cross_attention(n_q, n_src, device, layout)
+        return self.self_attention(n_q, n_q, device), self.cross_attention(
+            n_q, n_src, device, layout
+        )
 
     def state(self) -> dict:
         return {"self": self.self_attention.state(), "cross": self.cross_attention.state()}
 
     def union(self, other: "Calibrated") -> "Calibrated":
-        return Calibrated(self.self_attention.union(other.self_attention), self.cross_attention.union(other.cross_attention))
+        return Calibrated(
+            self.self_attention.union(other.self_attention),
+            self.cross_attention.union(other.cross_attention),
+        )
 
     def tables(self):
         """``(name, LineBias)`` of each attention."""
@@ -258,7 +339,9 @@ class PerLayer(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(layers)
 
-    def forward(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def forward(
+        self, n_q: int, n_src: int, device=None, layout: Layout | None = None
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [layer(n_q, n_src, device, layout) for layer in self.layers]
 
     def state(self) -> dict:
@@ -285,7 +368,9 @@ class PerLayer(nn.Module):
 # first and a separator (SOS is the separator of block −1).
 
 
-def input_coordinates(n: int, blocks: int, device=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def input_coordinates(
+    n: int, blocks: int, device=None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(block, significance, marker)`` of each of the ``n`` input columns: part ``j // w`` of
     width ``w = (n − 1) / blocks``, its marker first (significance ``w − 1``), its last digit 0;
     the last column is the end marker, the marker of block ``blocks``."""
@@ -293,8 +378,9 @@ def input_coordinates(n: int, blocks: int, device=None) -> tuple[torch.Tensor, t
     return j // width, width - 1 - j % width, j % width == 0
 
 
-def output_coordinates(n: int, blocks: int, keys: bool, device=None,
-                       growing: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def output_coordinates(
+    n: int, blocks: int, keys: bool, device=None, growing: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(block, significance, marker)`` of each of the ``n`` decoder rows (``keys`` False: the
     digit a row emits) or columns (``keys``: the token a column holds, one step behind).
     ``growing``: multiply's running sums, block ``j`` of ``blocks + j + 1`` digits and its
@@ -325,8 +411,9 @@ def cell_offsets(rows, keys, products: bool = False) -> tuple[torch.Tensor, torc
     return bk - bq, sk - sq
 
 
-def line_index(rows, keys, d_first: int, d_count: int, l_first: int, l_count: int,
-               products: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def line_index(
+    rows, keys, d_first: int, d_count: int, l_first: int, l_count: int, products: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``([q k] index into a flattened [d (ℓ + marker)] table, [q k] on a line of the table)``."""
     d, ell = cell_offsets(rows, keys, products)
     d, ell, marker = d - d_first, ell - l_first, rearrange(keys[2], "k -> 1 k")
@@ -341,21 +428,34 @@ class BlockLines(nn.Module):
     ``cross``: keys are input columns (else decoder columns); ``products``: multiply's input
     numbers a and b (``cell_offsets``)."""
 
-    def __init__(self, values: torch.Tensor, d_first: int, l_first: int, cross: bool, products: bool = False):
+    def __init__(
+        self, values: torch.Tensor, d_first: int, l_first: int, cross: bool, products: bool = False
+    ):
         super().__init__()
         self.d_first, self.l_first, self.cross, self.products = d_first, l_first, cross, products
         self.register_buffer("values", values)
 
-    def forward(self, n_q: int, n_k: int, blocks: int, device=None, growing: bool = False) -> torch.Tensor:
+    def forward(
+        self, n_q: int, n_k: int, blocks: int, device=None, growing: bool = False
+    ) -> torch.Tensor:
         """The ``[h q k]`` bias of an ``n_q × n_k`` attention over ``blocks`` output blocks
         (``growing``: each one token wider than the one before, ``output_coordinates``)."""
         heads, d_count, width = self.values.shape
         rows = output_coordinates(n_q, blocks, keys=False, device=device, growing=growing)
-        keys = (input_coordinates(n_k, 2 if self.products else blocks, device) if self.cross
-                else output_coordinates(n_k, blocks, keys=True, device=device, growing=growing))
-        index, inside = line_index(rows, keys, self.d_first, d_count, self.l_first, width - 1, self.products)
+        keys = (
+            input_coordinates(n_k, 2 if self.products else blocks, device)
+            if self.cross
+            else output_coordinates(n_k, blocks, keys=True, device=device, growing=growing)
+        )
+        index, inside = line_index(
+            rows, keys, self.d_first, d_count, self.l_first, width - 1, self.products
+        )
         flat = rearrange(self.values.to(device), "h d l -> h (d l)")
-        bias = flat[:, rearrange(index, "q k -> (q k)")].view(heads, n_q, n_k).masked_fill(~inside, NEG_INF)
+        bias = (
+            flat[:, rearrange(index, "q k -> (q k)")]
+            .view(heads, n_q, n_k)
+            .masked_fill(~inside, NEG_INF)
+        )
         bias[self.transparent.to(device)] = 0.0  # a head with no line: transparent
         empty = ~torch.isfinite(bias).any(dim=-1)  # no-NaN rule: open column 0
         bias[..., 0] = bias[..., 0].masked_fill(empty, 0.0)
@@ -371,7 +471,13 @@ class BlockLines(nn.Module):
 
     def union(self, other: "BlockLines") -> "BlockLines":
         """Both tables' lines (the same calibration frame, so the same index ranges)."""
-        return BlockLines(torch.maximum(self.values, other.values), self.d_first, self.l_first, self.cross, self.products)
+        return BlockLines(
+            torch.maximum(self.values, other.values),
+            self.d_first,
+            self.l_first,
+            self.cross,
+            self.products,
+        )
 
     def lines(self):
         """``(direction label, head, [(line, value)])`` for every head with an open line."""
@@ -379,17 +485,40 @@ class BlockLines(nn.Module):
         for d in range(d_count):
             for head in range(heads):
                 row = self.values[head, d].tolist()
-                kept = [("marker" if c == width - 1 else self.l_first + c, v) for c, v in enumerate(row) if v != NEG_INF]
+                kept = [
+                    ("marker" if c == width - 1 else self.l_first + c, v)
+                    for c, v in enumerate(row)
+                    if v != NEG_INF
+                ]
                 if kept:
-                    yield (f"number {'ab&'[self.d_first + d]}" if self.products else f"block {self.d_first + d:+d}"), head, kept
+                    yield (
+                        (
+                            f"number {'ab&'[self.d_first + d]}"
+                            if self.products
+                            else f"block {self.d_first + d:+d}"
+                        ),
+                        head,
+                        kept,
+                    )
 
     def state(self) -> dict:
-        return {"values": self.values, "d_first": self.d_first, "l_first": self.l_first, "cross": self.cross,
-                "products": self.products}
+        return {
+            "values": self.values,
+            "d_first": self.d_first,
+            "l_first": self.l_first,
+            "cross": self.cross,
+            "products": self.products,
+        }
 
     @classmethod
     def from_state(cls, state: dict) -> "BlockLines":
-        return cls(state["values"], state["d_first"], state["l_first"], state["cross"], state.get("products", False))
+        return cls(
+            state["values"],
+            state["d_first"],
+            state["l_first"],
+            state["cross"],
+            state.get("products", False),
+        )
 
 
 def block_count(n_src: int, layout: Layout, products: bool) -> int:
@@ -406,27 +535,39 @@ class BlockCalibrated(nn.Module):
         super().__init__()
         self.self_attention, self.cross_attention = self_attention, cross_attention
 
-    def forward(self, n_q: int, n_src: int, device=None, layout: Layout | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, n_q: int, n_src: int, device=None, layout: Layout | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if layout is None:
             raise ValueError("block lines need the input's layout (biases.segments_of)")
         products = self.cross_attention.products  # multiply: its blocks grow by one digit each
         blocks = block_count(n_src, layout, products)
-        return (self.self_attention(n_q, n_q, blocks, device, products),
-                self.cross_attention(n_q, n_src, blocks, device, products))
+        return (
+            self.self_attention(n_q, n_q, blocks, device, products),
+            self.cross_attention(n_q, n_src, blocks, device, products),
+        )
 
     def union(self, other: "BlockCalibrated") -> "BlockCalibrated":
-        return BlockCalibrated(self.self_attention.union(other.self_attention), self.cross_attention.union(other.cross_attention))
+        return BlockCalibrated(
+            self.self_attention.union(other.self_attention),
+            self.cross_attention.union(other.cross_attention),
+        )
 
     def tables(self):
         yield "cross", self.cross_attention
         yield "self", self.self_attention
 
     def state(self) -> dict:
-        return {"blocks": {"self": self.self_attention.state(), "cross": self.cross_attention.state()}}
+        return {
+            "blocks": {"self": self.self_attention.state(), "cross": self.cross_attention.state()}
+        }
 
     @classmethod
     def from_state(cls, state: dict) -> "BlockCalibrated":
-        return cls(BlockLines.from_state(state["blocks"]["self"]), BlockLines.from_state(state["blocks"]["cross"]))
+        return cls(
+            BlockLines.from_state(state["blocks"]["self"]),
+            BlockLines.from_state(state["blocks"]["cross"]),
+        )
 
 
 def scaffold_from_state(state: dict) -> Calibrated | PerLayer | BlockCalibrated:
@@ -442,8 +583,11 @@ def scaffold_from_state(state: dict) -> Calibrated | PerLayer | BlockCalibrated:
 def open_lines(scaffold: Calibrated | PerLayer | BlockCalibrated) -> list[str]:
     """Every open line of an ABC scaffold, one ``"layer 0 cross Δ = -1, segment 1 h2: 0,1"`` per
     attention, direction (and segment) and head: what a result record keeps of its bias."""
-    return [f"{name} {label} h{head}: " + ",".join(str(line) for line, _ in lines)
-            for name, table in scaffold.tables() for label, head, lines in table.lines()]
+    return [
+        f"{name} {label} h{head}: " + ",".join(str(line) for line, _ in lines)
+        for name, table in scaffold.tables()
+        for label, head, lines in table.lines()
+    ]
 
 
 def line_rows(scaffold: Calibrated | PerLayer | BlockCalibrated) -> list[tuple]:
@@ -454,7 +598,10 @@ def line_rows(scaffold: Calibrated | PerLayer | BlockCalibrated) -> list[tuple]:
     for name, table in scaffold.tables():
         layer, _, attention = name.rpartition(" ")  # "layer 0 cross" or "cross"
         for label, head, lines in table.lines():
-            rows += [(layer.removeprefix("layer ") or "every", attention, label, head, str(line), value) for line, value in lines]
+            rows += [
+                (layer.removeprefix("layer ") or "every", attention, label, head, str(line), value)
+                for line, value in lines
+            ]
     return rows
 
 
@@ -462,7 +609,9 @@ def per_layer(biases, depth: int) -> list[tuple]:
     """A scaffold's output as one ``(self_bias, cross_bias)`` pair per decoder layer."""
     if isinstance(biases, list):
         if len(biases) != depth:
-            raise ValueError(f"a per-layer scaffold for {len(biases)} decoder layers on a model with {depth}")
+            raise ValueError(
+                f"a per-layer scaffold for {len(biases)} decoder layers on a model with {depth}"
+            )
         return biases
     return [biases] * depth
 
@@ -472,5 +621,3 @@ def stacked(biases) -> tuple[torch.Tensor, torch.Tensor]:
     if not isinstance(biases, list):
         return biases
     return tuple(torch.cat([pair[kind] for pair in biases]) for kind in (0, 1))
-
-

@@ -6,7 +6,10 @@ from dataclasses import asdict, dataclass
 from abcmini.nn import InputError
 from abcmini.nn.schemes import SCHEMES
 
-ARCHS = ("encoder-decoder", "decoder")  # the paper's encoder-decoder; a GPT-style decoder-only model (abcmini.nn.decoder)
+ARCHS = (
+    "encoder-decoder",
+    "decoder",
+)  # the paper's encoder-decoder; a GPT-style decoder-only model (abcmini.nn.decoder)
 
 
 @dataclass(frozen=True)
@@ -23,22 +26,36 @@ class ModelConfig:
     cpi_from: str = "start"  # CPI on the input counted from its first token (the paper) or from its "end", the least significant digit
     cpi_unit: str = "token"  # CPI counts input tokens, or operand "pair"s of an interleaved input (from its end)
     max_distance: int = 16  # clipping distance of the relative PE
-    max_position: int | None = None  # randomized positions' range, Abacus's and Coupling's table (None: the module's default)
-    coupling_levels: int = 1  # Position Coupling's levels (Cho et al. 2025): 2 on multiadd, 3 on multiply
-    pe_scale: float = 1.0  # amplitude of the sinusoidal encoding (vanilla) next to N(0, 1) token embeddings
+    max_position: int | None = (
+        None  # randomized positions' range, Abacus's and Coupling's table (None: the module's default)
+    )
+    coupling_levels: int = (
+        1  # Position Coupling's levels (Cho et al. 2025): 2 on multiadd, 3 on multiply
+    )
+    pe_scale: float = (
+        1.0  # amplitude of the sinusoidal encoding (vanilla) next to N(0, 1) token embeddings
+    )
     vocab_size: int = 15  # tokens; abcmini's vocabulary is "0123456789+*$&@" (abcmini.tasks.VOCAB)
     sos: int = 12  # the token that starts every output (greedy decoding)
-    digit_tokens: int = 10  # token ids below this are digits: an anchored bias finds the input's segments by them
+    digit_tokens: int = (
+        10  # token ids below this are digits: an anchored bias finds the input's segments by them
+    )
 
     def __post_init__(self):
         if self.scheme not in SCHEMES:
-            raise InputError(f"unknown positional scheme {self.scheme!r}; choose one of {', '.join(SCHEMES)}")
+            raise InputError(
+                f"unknown positional scheme {self.scheme!r}; choose one of {', '.join(SCHEMES)}"
+            )
         if self.arch not in ARCHS:
             raise ValueError(f"arch is one of {', '.join(ARCHS)}, not {self.arch!r}")
         if self.cpi_from not in ("start", "end"):
             raise ValueError(f"cpi_from is start or end, not {self.cpi_from!r}")
-        if self.cpi_unit not in ("token", "pair") or (self.cpi_unit == "pair" and (self.cpi_from != "end" or self.arch != "encoder-decoder")):
-            raise ValueError(f"cpi_unit is token, or pair from the end of an encoder-decoder's input, not {self.cpi_unit!r}")
+        if self.cpi_unit not in ("token", "pair") or (
+            self.cpi_unit == "pair" and (self.cpi_from != "end" or self.arch != "encoder-decoder")
+        ):
+            raise ValueError(
+                f"cpi_unit is token, or pair from the end of an encoder-decoder's input, not {self.cpi_unit!r}"
+            )
 
     def to_dict(self) -> dict:
         return asdict(self)

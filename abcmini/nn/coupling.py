@@ -41,13 +41,22 @@ def level_ids(digit: torch.Tensor, answer_from: int, starts: torch.Tensor) -> li
     prompt, answer = digit[:, :answer_from], digit[:, answer_from:]
     if starts.shape[1] == 3:
         return multiply_ids(prompt, answer, starts)
-    ids = [torch.cat([coupled_ids(prompt, False, starts[:, 0]), coupled_ids(answer, True, starts[:, 0])], dim=1)]
+    ids = [
+        torch.cat(
+            [coupled_ids(prompt, False, starts[:, 0]), coupled_ids(answer, True, starts[:, 0])],
+            dim=1,
+        )
+    ]
     if starts.shape[1] == 2:
-        ids.append(torch.cat([number_ids(prompt, starts[:, 1]), number_ids(answer, starts[:, 1])], dim=1))
+        ids.append(
+            torch.cat([number_ids(prompt, starts[:, 1]), number_ids(answer, starts[:, 1])], dim=1)
+        )
     return ids
 
 
-def multiply_ids(prompt: torch.Tensor, answer: torch.Tensor, starts: torch.Tensor) -> list[torch.Tensor]:
+def multiply_ids(
+    prompt: torch.Tensor, answer: torch.Tensor, starts: torch.Tensor
+) -> list[torch.Tensor]:
     """``multiply``'s three levels for ``$a*b&`` → ``s_0+s_1+…``: digit ``k`` of the running sum
     ``s_j`` (which adds ``a_{k−j}·b_j`` to ``s_{j−1}``'s digit ``k``) gets ``s + k − j``, the id of
     ``a``'s digit ``k − j``; ``t + j``, the id of ``b``'s digit ``j`` (every token of block ``j``
@@ -56,8 +65,19 @@ def multiply_ids(prompt: torch.Tensor, answer: torch.Tensor, starts: torch.Tenso
     s, t, u = (starts[:, level, None] for level in range(3))
     place, number = significance(prompt, False), number_ids(prompt, torch.zeros_like(starts[:, 0]))
     in_a, in_b = (place >= 0) & (number == 1), (place >= 0) & (number == 2)
-    prompt_ids = [torch.where(in_a, s + place, s - 1), torch.where(in_b, t + place, t - 1), (u - 1).expand_as(place)]
-    place, block = significance(answer, True), number_ids(answer, torch.zeros_like(starts[:, 0])) - 1
+    prompt_ids = [
+        torch.where(in_a, s + place, s - 1),
+        torch.where(in_b, t + place, t - 1),
+        (u - 1).expand_as(place),
+    ]
+    place, block = (
+        significance(answer, True),
+        number_ids(answer, torch.zeros_like(starts[:, 0])) - 1,
+    )
     shifted = place - block
-    answer_ids = [torch.where((place >= 0) & (shifted >= 0), s + shifted, s - 1), t + block, u + place]
+    answer_ids = [
+        torch.where((place >= 0) & (shifted >= 0), s + shifted, s - 1),
+        t + block,
+        u + place,
+    ]
     return [torch.cat(pair, dim=1) for pair in zip(prompt_ids, answer_ids)]

@@ -36,7 +36,10 @@ def joint_bias(self_bias, cross_bias, n_src: int, n_q: int, device=None) -> torc
     heads = max(len(b) for b in (self_bias, cross_bias) if b is not None)
     own = torch.full((n_src, n_src + n_q), NEG_INF, device=device)
     own[:, :n_src].fill_diagonal_(0.0)
-    answer_rows = [b if b is not None else torch.zeros(1, n_q, n, device=device) for b, n in ((cross_bias, n_src), (self_bias, n_q))]
+    answer_rows = [
+        b if b is not None else torch.zeros(1, n_q, n, device=device)
+        for b, n in ((cross_bias, n_src), (self_bias, n_q))
+    ]
     answer = torch.cat([b.expand(heads, -1, -1) for b in answer_rows], dim=-1) + causal[n_src:]
     return torch.cat([own.expand(heads, -1, -1), answer], dim=1)
 
@@ -51,12 +54,17 @@ class DecoderOnly(Scaffolded):
         self.norm = nn.LayerNorm(cfg.d_model)
         self.to_logits = nn.Linear(cfg.d_model, cfg.vocab_size)
 
-    def biases(self, n_q: int, n_src: int, device, layout: Layout | None = None) -> list[tuple[torch.Tensor, bool]]:
+    def biases(
+        self, n_q: int, n_src: int, device, layout: Layout | None = None
+    ) -> list[tuple[torch.Tensor, bool]]:
         """The ``joint_bias`` of each layer for an ``n_src``-token prompt and ``n_q``-token answer,
         and whether its prompt rows read only their own token (the layer has a scaffold's biases)."""
+
         def build():
             pairs = self.scaffold_pairs(n_q, n_src, device, layout, len(self.layers))
-            joint = {id(pair): joint_bias(*pair, n_src, n_q, device) for pair in pairs}  # a pair shared by every layer: once
+            joint = {
+                id(pair): joint_bias(*pair, n_src, n_q, device) for pair in pairs
+            }  # a pair shared by every layer: once
             return [(joint[id(pair)], any(b is not None for b in pair)) for pair in pairs]
 
         return self.cached((n_q, n_src, layout, str(device)), build)
@@ -64,7 +72,15 @@ class DecoderOnly(Scaffolded):
     def positions(self, n_src: int, n: int, device=None) -> torch.Tensor:
         return joint_positions(n_src, n, self.cfg.period, self.cfg.cpi_from, device)
 
-    def forward(self, src, tgt_in, need_weights=False, shift=None, total: int | None = None, answer_rows: int | None = None):
+    def forward(
+        self,
+        src,
+        tgt_in,
+        need_weights=False,
+        shift=None,
+        total: int | None = None,
+        answer_rows: int | None = None,
+    ):
         """Logits ``[b q vocab]`` of the answer rows, and per layer the answer rows' attention
         split into ``cross`` (→ prompt ``[b h q s]``) and ``self`` (→ answer ``[b h q q]``).
         ``shift``, ``total``: the token positions' draw and final length when decoding.
@@ -73,37 +89,74 @@ class DecoderOnly(Scaffolded):
         n_src, n_q = src.shape[1], tgt_in.shape[1]
         pos, sequence = self.positions(n_src, n_q, src.device), torch.cat([src, tgt_in], dim=1)
         shift = self.shift(src, n_q) if shift is None else shift
-        x, attention = self.place(self.embed_tokens(sequence, pos), sequence, n_src, shift, total), []
+        x, attention = (
+            self.place(self.embed_tokens(sequence, pos), sequence, n_src, shift, total),
+            [],
+        )
         keep = n_src + min(answer_rows or n_q, n_q)
         x, pos = x[:, :keep], pos[:keep]
-        for layer, (bias, reads_itself) in zip(self.layers, self.biases(n_q, n_src, src.device, self.layout(src))):
-            own = n_src if reads_itself and not self.training else 0  # testing: the prompt rows are their values
-            x, probs = layer(x, pos, pos, bias[..., own:keep, :keep], need_weights=need_weights, own_rows=own)
-            probs = probs[..., n_src - own:, :] if need_weights else None  # the answer rows
-            attention.append({"self": probs[..., n_src:], "cross": probs[..., :n_src]} if need_weights else
-                             {"self": None, "cross": None})
+        for layer, (bias, reads_itself) in zip(
+            self.layers, self.biases(n_q, n_src, src.device, self.layout(src))
+        ):
+            own = (
+                n_src if reads_itself and not self.training else 0
+            )  # testing: the prompt rows are their values
+            x, probs = layer(
+                x, pos, pos, bias[..., own:keep, :keep], need_weights=need_weights, own_rows=own
+            )
+            probs = probs[..., n_src - own :, :] if need_weights else None  # the answer rows
+            attention.append(
+                {"self": probs[..., n_src:], "cross": probs[..., :n_src]}
+                if need_weights
+                else {"self": None, "cross": None}
+            )
         return self.to_logits(self.norm(x[:, n_src:])), attention
 
     @torch.no_grad()
     def greedy(self, src, steps: int, use_cache: bool = True) -> torch.Tensor:
         """Greedy decoding of ``steps`` tokens after SOS: ``[b steps]``. With the cache, the
         prompt and SOS run once, then one token a step reads the cached keys/values."""
-        tokens = torch.full((src.shape[0], steps + 1), self.cfg.sos, dtype=torch.long, device=src.device)
-        shift, total = self.shift(src, steps + 1), src.shape[1] + steps  # the teacher-forced sequence's length
+        tokens = torch.full(
+            (src.shape[0], steps + 1), self.cfg.sos, dtype=torch.long, device=src.device
+        )
+        shift, total = (
+            self.shift(src, steps + 1),
+            src.shape[1] + steps,
+        )  # the teacher-forced sequence's length
         if not use_cache:
             for t in range(steps):
                 logits, _ = self(src, tokens[:, : t + 1], shift=shift, total=total)
                 tokens[:, t + 1] = logits[:, -1].argmax(-1)
             return tokens[:, 1:]
         n_src, device = src.shape[1], src.device
-        biases, pos = [bias for bias, _ in self.biases(steps, n_src, device, self.layout(src))], self.positions(n_src, steps, device)
+        biases, pos = (
+            [bias for bias, _ in self.biases(steps, n_src, device, self.layout(src))],
+            self.positions(n_src, steps, device),
+        )
         caches = [KVCache() for _ in self.layers]
         for t in range(steps):
             start, stop = (0, n_src + 1) if t == 0 else (n_src + t, n_src + t + 1)
-            x = self.embed_tokens(torch.cat([src, tokens[:, :1]], dim=1) if t == 0 else tokens[:, t : t + 1], pos[start:stop])
-            x = self.place(x, torch.cat([src, tokens[:, : t + 1]], dim=1), n_src, shift, total, last=stop - start)
+            x = self.embed_tokens(
+                torch.cat([src, tokens[:, :1]], dim=1) if t == 0 else tokens[:, t : t + 1],
+                pos[start:stop],
+            )
+            x = self.place(
+                x,
+                torch.cat([src, tokens[:, : t + 1]], dim=1),
+                n_src,
+                shift,
+                total,
+                last=stop - start,
+            )
             for layer, cache, bias in zip(self.layers, caches, biases):
-                x, _ = layer(x, pos[start:stop], pos[:stop], rows(bias, start, stop, stop), cache, n_src + steps)
+                x, _ = layer(
+                    x,
+                    pos[start:stop],
+                    pos[:stop],
+                    rows(bias, start, stop, stop),
+                    cache,
+                    n_src + steps,
+                )
             tokens[:, t + 1] = self.to_logits(self.norm(x[:, -1])).argmax(-1)
         return tokens[:, 1:]
 

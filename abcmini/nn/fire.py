@@ -16,7 +16,14 @@ from abcmini.nn.size_cache import cached
 
 
 class FIRE(nn.Module):
-    def __init__(self, heads: int, causal: bool = True, hidden: int = 32, c: float = 1.0, threshold: float = 1.0):
+    def __init__(
+        self,
+        heads: int,
+        causal: bool = True,
+        hidden: int = 32,
+        c: float = 1.0,
+        threshold: float = 1.0,
+    ):
         super().__init__()
         self.causal = causal
         self.mlp = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, heads))
@@ -45,6 +52,13 @@ class FIRE(nn.Module):
     def bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
         distance = (rearrange(q_pos, "q -> q 1") - rearrange(k_pos, "k -> 1 k")).float()
         distance = distance.clamp(min=0) if self.causal else distance.abs()
-        reach = q_pos.float() + 1 if self.causal else (k_pos.max() - k_pos.min() + 1).float().expand(len(q_pos))  # i counted from 1
+        reach = (
+            q_pos.float() + 1
+            if self.causal
+            else (k_pos.max() - k_pos.min() + 1).float().expand(len(q_pos))
+        )  # i counted from 1
         scale = self.psi(torch.maximum(self.threshold.abs(), reach))
-        return rearrange(self.mlp(rearrange(self.psi(distance) / rearrange(scale, "q -> q 1"), "q k -> q k 1")), "q k h -> h q k")
+        return rearrange(
+            self.mlp(rearrange(self.psi(distance) / rearrange(scale, "q -> q 1"), "q k -> q k 1")),
+            "q k h -> h q k",
+        )

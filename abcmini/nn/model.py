@@ -19,8 +19,14 @@ from torch import nn
 
 from abcmini.nn.biases import Layout, per_layer, segments_of
 from abcmini.nn.config import ModelConfig
+from abcmini.nn.positions import (
+    attention_terms,
+    cyclic_positions,
+    input_positions,
+    significance,
+    sinusoidal,
+)
 from abcmini.nn.schemes import IN_ATTENTION
-from abcmini.nn.positions import attention_terms, cyclic_positions, input_positions, significance, sinusoidal
 from abcmini.nn.size_cache import cached
 from abcmini.nn.token_positions import TOKEN_SCHEMES, TokenPositions
 
@@ -70,7 +76,9 @@ class Attention(nn.Module):
         self.to_out = nn.Linear(cfg.d_model, cfg.d_model)
         self.rotary, self.position_bias = terms() if terms else (None, None)
 
-    def forward(self, x, context, q_pos, k_pos, bias=None, cache=None, capacity=0, need_weights=False):
+    def forward(
+        self, x, context, q_pos, k_pos, bias=None, cache=None, capacity=0, need_weights=False
+    ):
         """``x`` ``[b q d]`` attends to ``context`` ``[b k d]``; ``q_pos``/``k_pos`` index them.
 
         With a ``cache`` (decoder self-attention), ``context`` holds only the new tokens and
@@ -80,7 +88,9 @@ class Attention(nn.Module):
         if cache is not None and cache.static and cache.k is not None:
             k, v = cache.k, cache.v
         else:
-            k, v = rearrange(self.to_kv(context), "b n (two h d) -> two b h n d", two=2, h=self.heads)
+            k, v = rearrange(
+                self.to_kv(context), "b n (two h d) -> two b h n d", two=2, h=self.heads
+            )
         if self.rotary is not None:
             q, k = self.rotary(q, k, q_pos, k_pos[-k.shape[2] :])
         if cache is not None and cache.static:
@@ -90,10 +100,14 @@ class Attention(nn.Module):
         if self.position_bias is not None:
             bias = _add(bias, self.position_bias(q, q_pos, k_pos))
         dropout = self.dropout if self.training else 0.0
-        if need_weights or q.shape[2] == 1:  # explicit path: weights asked for, or one decoding step
+        if (
+            need_weights or q.shape[2] == 1
+        ):  # explicit path: weights asked for, or one decoding step
             scores = torch.einsum("b h q d, b h k d -> b h q k", q * q.shape[-1] ** -0.5, k)
             probs = (scores if bias is None else scores + bias).softmax(dim=-1)
-            out = torch.einsum("b h q k, b h k d -> b h q d", F.dropout(probs, dropout, self.training), v)
+            out = torch.einsum(
+                "b h q k, b h k d -> b h q d", F.dropout(probs, dropout, self.training), v
+            )
             probs = probs if need_weights else None
         else:
             probs = None
@@ -111,7 +125,9 @@ class Attention(nn.Module):
 
 def in_attention(cfg: ModelConfig, scheme: str | None, causal: bool):
     """What builds ``scheme``'s terms inside one attention (None: nothing to build)."""
-    return scheme and functools.partial(attention_terms, scheme, cfg.heads, cfg.d_model // cfg.heads, cfg.max_distance, causal)
+    return scheme and functools.partial(
+        attention_terms, scheme, cfg.heads, cfg.d_model // cfg.heads, cfg.max_distance, causal
+    )
 
 
 def _add(bias, extra):
@@ -120,7 +136,12 @@ def _add(bias, extra):
 
 class FeedForward(nn.Sequential):
     def __init__(self, cfg: ModelConfig):
-        super().__init__(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.d_ff, cfg.d_model))
+        super().__init__(
+            nn.Linear(cfg.d_model, cfg.d_ff),
+            nn.GELU(),
+            nn.Dropout(cfg.dropout),
+            nn.Linear(cfg.d_ff, cfg.d_model),
+        )
 
 
 class Block(nn.Module):
@@ -133,12 +154,16 @@ class Block(nn.Module):
         self.attn = Attention(cfg, in_attention(cfg, inner, causal))
         self.ff, self.drop = FeedForward(cfg), nn.Dropout(cfg.dropout)
 
-    def forward(self, x, q_pos, k_pos, bias=None, cache=None, capacity=0, need_weights=False, own_rows=0):
+    def forward(
+        self, x, q_pos, k_pos, bias=None, cache=None, capacity=0, need_weights=False, own_rows=0
+    ):
         """``own_rows``: the first rows read only their own token (a scaffolded decoder-only
         model's prompt): their attention is their value, so only the later rows (and their
         ``probs``) are computed. ``bias`` then holds the later rows only."""
         h = self.norm_attn(x)
-        out, probs = self.attn(h[:, own_rows:], h, q_pos[own_rows:], k_pos, bias, cache, capacity, need_weights)
+        out, probs = self.attn(
+            h[:, own_rows:], h, q_pos[own_rows:], k_pos, bias, cache, capacity, need_weights
+        )
         if own_rows:
             out = torch.cat([self.attn.own_token(h[:, :own_rows]), out], dim=1)
         x = x + self.drop(out)
@@ -148,16 +173,40 @@ class Block(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig, inner: str | None):
         super().__init__()
-        self.norm_self, self.norm_cross, self.norm_ff = (nn.LayerNorm(cfg.d_model) for _ in range(3))
+        self.norm_self, self.norm_cross, self.norm_ff = (
+            nn.LayerNorm(cfg.d_model) for _ in range(3)
+        )
         self.self_attn = Attention(cfg, in_attention(cfg, inner, causal=True))
         self.cross_attn = Attention(cfg)
         self.ff, self.drop = FeedForward(cfg), nn.Dropout(cfg.dropout)
 
-    def forward(self, x, memory, q_pos, k_pos, mem_pos, self_bias, cross_bias, caches=(None, None), capacity=0, need_weights=False):
+    def forward(
+        self,
+        x,
+        memory,
+        q_pos,
+        k_pos,
+        mem_pos,
+        self_bias,
+        cross_bias,
+        caches=(None, None),
+        capacity=0,
+        need_weights=False,
+    ):
         h = self.norm_self(x)
-        out, self_probs = self.self_attn(h, h, q_pos, k_pos, self_bias, caches[0], capacity, need_weights)
+        out, self_probs = self.self_attn(
+            h, h, q_pos, k_pos, self_bias, caches[0], capacity, need_weights
+        )
         x = x + self.drop(out)
-        out, cross_probs = self.cross_attn(self.norm_cross(x), memory, q_pos, mem_pos, cross_bias, caches[1], need_weights=need_weights)
+        out, cross_probs = self.cross_attn(
+            self.norm_cross(x),
+            memory,
+            q_pos,
+            mem_pos,
+            cross_bias,
+            caches[1],
+            need_weights=need_weights,
+        )
         x = x + self.drop(out)
         return x + self.drop(self.ff(self.norm_ff(x))), {"self": self_probs, "cross": cross_probs}
 
@@ -172,15 +221,29 @@ class Scaffolded(nn.Module):
     def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):
         super().__init__()
         self.cfg, self.scaffold, self._biases = cfg, scaffold, {}
-        self.token_positions = TokenPositions(cfg.scheme, cfg.d_model, cfg.digit_tokens, cfg.pe_scale, cfg.max_position,
-                                              cfg.coupling_levels) if cfg.scheme in TOKEN_SCHEMES else None
+        self.token_positions = (
+            TokenPositions(
+                cfg.scheme,
+                cfg.d_model,
+                cfg.digit_tokens,
+                cfg.pe_scale,
+                cfg.max_position,
+                cfg.coupling_levels,
+            )
+            if cfg.scheme in TOKEN_SCHEMES
+            else None
+        )
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
 
     def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """Token embedding (``N(0, 1)`` entries), plus ``pe_scale`` times the sinusoidal encoding
         for ``vanilla`` (``pe_scale < 1`` makes positions a weak signal next to the tokens)."""
         x = self.embed(tokens)
-        return x + self.cfg.pe_scale * sinusoidal(pos, self.cfg.d_model) if self.cfg.scheme == "vanilla" else x
+        return (
+            x + self.cfg.pe_scale * sinusoidal(pos, self.cfg.d_model)
+            if self.cfg.scheme == "vanilla"
+            else x
+        )
 
     def shift(self, src: torch.Tensor, n_q: int):
         """One draw of the token positions' shifts for a batch (``token_positions.TokenPositions.draw``):
@@ -188,10 +251,24 @@ class Scaffolded(nn.Module):
         training only: a test's shift is fixed), and a part has at most as many numbers as tokens."""
         if self.token_positions is None:
             return None
-        longest = max(int(significance(src < self.cfg.digit_tokens, False).max()) + 1, n_q) if self.training else n_q
-        return self.token_positions.draw(src.shape[0], longest, src.device, count=max(src.shape[1], n_q))
+        longest = (
+            max(int(significance(src < self.cfg.digit_tokens, False).max()) + 1, n_q)
+            if self.training
+            else n_q
+        )
+        return self.token_positions.draw(
+            src.shape[0], longest, src.device, count=max(src.shape[1], n_q)
+        )
 
-    def place(self, x: torch.Tensor, tokens: torch.Tensor, answer_from: int, shift, total: int | None = None, last: int | None = None):
+    def place(
+        self,
+        x: torch.Tensor,
+        tokens: torch.Tensor,
+        answer_from: int,
+        shift,
+        total: int | None = None,
+        last: int | None = None,
+    ):
         """``x`` plus the token positions of ``tokens`` (their ``last`` rows only, when decoding a step)."""
         if self.token_positions is None:
             return x
@@ -213,9 +290,16 @@ class Scaffolded(nn.Module):
         fixed frame; what an anchored scaffold needs (None without a scaffold)."""
         return segments_of(src[0] < self.cfg.digit_tokens) if self.scaffold is not None else None
 
-    def scaffold_pairs(self, n_q: int, n_src: int, device, layout: Layout | None, depth: int) -> list[tuple]:
+    def scaffold_pairs(
+        self, n_q: int, n_src: int, device, layout: Layout | None, depth: int
+    ) -> list[tuple]:
         """The scaffold's ``(self_bias, cross_bias)`` for each of ``depth`` layers (``(None, None)`` without one)."""
-        return per_layer(self.scaffold(n_q, n_src, device, layout) if self.scaffold is not None else (None, None), depth)
+        return per_layer(
+            self.scaffold(n_q, n_src, device, layout)
+            if self.scaffold is not None
+            else (None, None),
+            depth,
+        )
 
     def cached(self, key: tuple, build):
         """``build()``'s biases for a size ``key`` (shapes, layout, device), built once."""
@@ -239,10 +323,13 @@ class Transformer(Scaffolded):
         ``n_src``-token input: the scaffold's (one pair serves every layer unless it is per layer),
         the causal mask already in the self-attention bias (row ``t`` of it, cut to keys ``≤ t``,
         is the scaffold's row alone, so cached decoding uses the same tensors)."""
+
         def build():
             pairs = self.scaffold_pairs(n_q, n_src, device, layout, len(self.decoder))
             causal = causal_bias(n_q, n_q, device=device)
-            masked = {id(s): _add(s, causal) for s, _ in pairs}  # a pair shared by every layer is masked once
+            masked = {
+                id(s): _add(s, causal) for s, _ in pairs
+            }  # a pair shared by every layer is masked once
             return [(masked[id(s)], c) for s, c in pairs]
 
         return self.cached((n_q, n_src, layout, str(device)), build)
@@ -260,24 +347,53 @@ class Transformer(Scaffolded):
             x, _ = layer(x, pos, pos)
         return self.enc_norm(x)
 
-    def decode(self, tgt_in, memory, need_weights=False, layout: Layout | None = None, shift=None, total: int | None = None,
-               answer_rows: int | None = None):
+    def decode(
+        self,
+        tgt_in,
+        memory,
+        need_weights=False,
+        layout: Layout | None = None,
+        shift=None,
+        total: int | None = None,
+        answer_rows: int | None = None,
+    ):
         """Teacher-forced decoder pass with the scaffold's biases and the causal mask.
         Returns logits ``[b T vocab]`` and per-layer attention; ``answer_rows``: only the first
         ``T`` rows, as the whole pass computes them (the decoder is causal)."""
         n, device = tgt_in.shape[1], tgt_in.device
-        pos, mem_pos = self.positions(n, device=device), self.input_positions(memory.shape[1], device=device)
+        pos, mem_pos = (
+            self.positions(n, device=device),
+            self.input_positions(memory.shape[1], device=device),
+        )
         x, attention = self.place(self.embed_tokens(tgt_in, pos), tgt_in, 0, shift, total), []
         keep = min(answer_rows or n, n)
         x, pos = x[:, :keep], pos[:keep]
-        for layer, (self_bias, cross_bias) in zip(self.decoder, self.biases(n, memory.shape[1], device, layout)):
-            x, probs = layer(x, memory, pos, pos, mem_pos, rows(self_bias, 0, keep, keep), rows(cross_bias, 0, keep), need_weights=need_weights)
+        for layer, (self_bias, cross_bias) in zip(
+            self.decoder, self.biases(n, memory.shape[1], device, layout)
+        ):
+            x, probs = layer(
+                x,
+                memory,
+                pos,
+                pos,
+                mem_pos,
+                rows(self_bias, 0, keep, keep),
+                rows(cross_bias, 0, keep),
+                need_weights=need_weights,
+            )
             attention.append(probs)
         return self.to_logits(self.dec_norm(x)), attention
 
     def forward(self, src, tgt_in, need_weights=False, answer_rows: int | None = None):
         shift = self.shift(src, tgt_in.shape[1])
-        return self.decode(tgt_in, self.encode(src, shift), need_weights, self.layout(src), shift, answer_rows=answer_rows)
+        return self.decode(
+            tgt_in,
+            self.encode(src, shift),
+            need_weights,
+            self.layout(src),
+            shift,
+            answer_rows=answer_rows,
+        )
 
     @torch.no_grad()
     def greedy(self, src, steps: int, use_cache: bool = True) -> torch.Tensor:
@@ -285,10 +401,14 @@ class Transformer(Scaffolded):
         of the scaffold's biases for the full output."""
         shift = self.shift(src, steps + 1)
         memory, layout = self.encode(src, shift), self.layout(src)
-        tokens = torch.full((src.shape[0], steps + 1), self.cfg.sos, dtype=torch.long, device=src.device)
+        tokens = torch.full(
+            (src.shape[0], steps + 1), self.cfg.sos, dtype=torch.long, device=src.device
+        )
         if not use_cache:
             for t in range(steps):
-                logits, _ = self.decode(tokens[:, : t + 1], memory, layout=layout, shift=shift, total=steps)
+                logits, _ = self.decode(
+                    tokens[:, : t + 1], memory, layout=layout, shift=shift, total=steps
+                )
                 tokens[:, t + 1] = logits[:, -1].argmax(-1)
             return tokens[:, 1:]
         biases = self.biases(steps, memory.shape[1], src.device, layout)
@@ -297,9 +417,26 @@ class Transformer(Scaffolded):
         k_pos_all = self.positions(steps, device=src.device)
         for t in range(steps):
             q_pos, k_pos = k_pos_all[t : t + 1], k_pos_all[: t + 1]
-            x = self.place(self.embed_tokens(tokens[:, t : t + 1], q_pos), tokens[:, : t + 1], 0, shift, steps, last=1)
+            x = self.place(
+                self.embed_tokens(tokens[:, t : t + 1], q_pos),
+                tokens[:, : t + 1],
+                0,
+                shift,
+                steps,
+                last=1,
+            )
             for layer, cache, (self_bias, cross_bias) in zip(self.decoder, caches, biases):
-                x, _ = layer(x, memory, q_pos, k_pos, mem_pos, rows(self_bias, t, t + 1, t + 1), rows(cross_bias, t, t + 1), cache, steps)
+                x, _ = layer(
+                    x,
+                    memory,
+                    q_pos,
+                    k_pos,
+                    mem_pos,
+                    rows(self_bias, t, t + 1, t + 1),
+                    rows(cross_bias, t, t + 1),
+                    cache,
+                    steps,
+                )
             tokens[:, t + 1] = self.to_logits(self.dec_norm(x))[:, -1].argmax(-1)
         return tokens[:, 1:]
 

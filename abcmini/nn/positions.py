@@ -26,9 +26,13 @@ def cyclic_positions(n: int, period: int = 0, offset: int = 0, device=None) -> t
 
 def sinusoidal(positions: torch.Tensor, dim: int) -> torch.Tensor:
     """Vaswani et al. (2017): ``PE[p, 2i] = sin(p / 10000^(2i/d))``, ``PE[p, 2i+1] = cos(…)``."""
-    inv_freq = torch.exp(torch.arange(0, dim, 2, device=positions.device) * (-math.log(10000.0) / dim))
+    inv_freq = torch.exp(
+        torch.arange(0, dim, 2, device=positions.device) * (-math.log(10000.0) / dim)
+    )
     angles = positions.float()[..., None] * inv_freq
-    return rearrange(torch.stack([angles.sin(), angles.cos()], dim=-1), "... half two -> ... (half two)")
+    return rearrange(
+        torch.stack([angles.sin(), angles.cos()], dim=-1), "... half two -> ... (half two)"
+    )
 
 
 def rotate(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
@@ -86,7 +90,9 @@ class RelativePosition(nn.Module):
         """``q`` is ``[b h q d]``; returns the ``[b h q k]`` logit term."""
         distance = rearrange(k_pos, "k -> 1 k") - rearrange(q_pos, "q -> q 1")
         index = distance.clamp(-self.max_distance, self.max_distance) + self.max_distance
-        per_distance = torch.einsum("b h q d, r d -> b h q r", q, self.table.weight) * q.shape[-1] ** -0.5
+        per_distance = (
+            torch.einsum("b h q d, r d -> b h q r", q, self.table.weight) * q.shape[-1] ** -0.5
+        )
         index = index.expand(*per_distance.shape[:2], *index.shape)
         return per_distance.gather(-1, index)
 
@@ -106,12 +112,19 @@ def significance(digit: torch.Tensor, lsd_first: bool) -> torch.Tensor:
 def attention_terms(scheme: str | None, heads: int, dim_head: int, max_distance: int, causal: bool):
     """``(rotary, position_bias)`` of a scheme that acts inside self-attention (RoPE; ALiBi, Shaw
     relative, FIRE), each None where it has none: the attention calls them and knows no names."""
-    biases = {"alibi": lambda: ALiBi(heads), "relative": lambda: RelativePosition(dim_head, max_distance),
-              "fire": lambda: FIRE(heads, causal)}
-    return (Rotary() if scheme == "rope" else None), (biases[scheme]() if scheme in biases else None)
+    biases = {
+        "alibi": lambda: ALiBi(heads),
+        "relative": lambda: RelativePosition(dim_head, max_distance),
+        "fire": lambda: FIRE(heads, causal),
+    }
+    return (Rotary() if scheme == "rope" else None), (
+        biases[scheme]() if scheme in biases else None
+    )
 
 
-def input_positions(n: int, period: int, cpi_from: str = "start", cpi_unit: str = "token", device=None) -> torch.Tensor:
+def input_positions(
+    n: int, period: int, cpi_from: str = "start", cpi_unit: str = "token", device=None
+) -> torch.Tensor:
     """The encoder-decoder's input positions ``[n]``. CPI from the ``end`` counts from the last
     token (the least significant digit), so each digit keeps its phase in a frame of any width;
     in operand ``pair``s both digits of a pair share their pair's phase."""
@@ -121,7 +134,9 @@ def input_positions(n: int, period: int, cpi_from: str = "start", cpi_unit: str 
     return pos.flip(0) if period and cpi_from == "end" else pos
 
 
-def joint_positions(n_src: int, n: int, period: int, cpi_from: str = "start", device=None) -> torch.Tensor:
+def joint_positions(
+    n_src: int, n: int, period: int, cpi_from: str = "start", device=None
+) -> torch.Tensor:
     """A decoder-only model's ``[n_src + n]`` positions of prompt and answer (CPI: mod ``period``,
     from the prompt's last token with ``cpi_from`` ``end``)."""
     pos = torch.arange(n_src + n, device=device)

@@ -12,12 +12,19 @@ import torch
 MAX_LENGTH = 2048
 
 
-def randomized_positions(batch: int, n: int, max_length: int = MAX_LENGTH, generator: torch.Generator | None = None,
-                         device=None) -> torch.Tensor:
+def randomized_positions(
+    batch: int,
+    n: int,
+    max_length: int = MAX_LENGTH,
+    generator: torch.Generator | None = None,
+    device=None,
+) -> torch.Tensor:
     """``[batch n]``: for each sequence, ``n`` distinct positions of ``0 … max_length−1``, sorted.
     ``generator`` (a CPU one) makes a draw reproducible, as a test's must be."""
     if n > max_length:
-        raise ValueError(f"{n} tokens do not fit {max_length} randomized positions; raise max_length")
+        raise ValueError(
+            f"{n} tokens do not fit {max_length} randomized positions; raise max_length"
+        )
     scores = torch.rand(batch, max_length, generator=generator)
     return scores.topk(n, dim=-1).indices.sort(dim=-1).values.to(device)
 

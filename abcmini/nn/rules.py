@@ -19,11 +19,25 @@ RULES = {  # each rule beyond Algorithm 1, on in abcmini's procedure: name → w
     "same_digit": "operands of one width share their cross lines, averages pooled: a head that adds reads both alike",
 }
 DEFAULT = tuple(RULES)  # "all": abcmini's procedure
-BLOCK_ONLY = ("rank_own",)  # rules on block lines alone: no meaning on the paper's tasks, not in their ablation
-BLOCK_RULES = ("unite_layers", "support", "vertical_kappa0", "band", "rank_own")  # what block lines read (block_procedure)
-FRAME_ONLY = ("operand_lines", "padding", "marker_verticals")  # by their reasons: only where the frame changes
+BLOCK_ONLY = (
+    "rank_own",
+)  # rules on block lines alone: no meaning on the paper's tasks, not in their ablation
+BLOCK_RULES = (
+    "unite_layers",
+    "support",
+    "vertical_kappa0",
+    "band",
+    "rank_own",
+)  # what block lines read (block_procedure)
+FRAME_ONLY = (
+    "operand_lines",
+    "padding",
+    "marker_verticals",
+)  # by their reasons: only where the frame changes
 
 
 def applying(rules, block: bool) -> tuple[str, ...]:
     """Of ``rules``, those that change a calibration of block lines (``block``) or of lines."""
-    return tuple(rule for rule in rules if (rule in BLOCK_RULES if block else rule not in BLOCK_ONLY))
+    return tuple(
+        rule for rule in rules if (rule in BLOCK_RULES if block else rule not in BLOCK_ONLY)
+    )

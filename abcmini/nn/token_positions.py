@@ -9,8 +9,7 @@ first; ``answer_from`` says where the answer starts.
 import torch
 from torch import nn
 
-from abcmini.nn import abacus, coupling
-from abcmini.nn import InputError
+from abcmini.nn import InputError, abacus, coupling
 from abcmini.nn.positions import sinusoidal
 from abcmini.nn.randomized import MAX_LENGTH, eval_generator, randomized_positions
 from abcmini.nn.size_cache import cached
@@ -19,15 +18,35 @@ TOKEN_SCHEMES = ("random", "abacus", "coupling")
 
 
 class TokenPositions(nn.Module):
-    def __init__(self, scheme: str, dim: int, digit_tokens: int, pe_scale: float = 1.0, max_position: int | None = None,
-                 levels: int = 1):
+    def __init__(
+        self,
+        scheme: str,
+        dim: int,
+        digit_tokens: int,
+        pe_scale: float = 1.0,
+        max_position: int | None = None,
+        levels: int = 1,
+    ):
         super().__init__()
-        self.scheme, self.dim, self.digit_tokens, self.pe_scale, self.levels = scheme, dim, digit_tokens, pe_scale, levels
-        self.max_position = max_position or {"abacus": abacus.MAX_POSITION, "coupling": coupling.MAX_POSITION}.get(scheme, MAX_LENGTH)
+        self.scheme, self.dim, self.digit_tokens, self.pe_scale, self.levels = (
+            scheme,
+            dim,
+            digit_tokens,
+            pe_scale,
+            levels,
+        )
+        self.max_position = max_position or {
+            "abacus": abacus.MAX_POSITION,
+            "coupling": coupling.MAX_POSITION,
+        }.get(scheme, MAX_LENGTH)
         if scheme != "random":
             self.table = nn.Embedding(self.max_position + 1, dim)
-        self.numbers = nn.Embedding(self.max_position + 1, dim) if levels >= 2 else None  # Coupling's second level
-        self.sums = nn.Embedding(self.max_position + 1, dim) if levels == 3 else None  # … and multiply's third
+        self.numbers = (
+            nn.Embedding(self.max_position + 1, dim) if levels >= 2 else None
+        )  # Coupling's second level
+        self.sums = (
+            nn.Embedding(self.max_position + 1, dim) if levels == 3 else None
+        )  # … and multiply's third
         self._test_draws = {}  # a test's randomized positions, drawn once per (batch, length): every decoding step reads them
 
     def draw(self, batch: int, longest: int, device, count: int = 0) -> torch.Tensor | None:
@@ -45,11 +64,20 @@ class TokenPositions(nn.Module):
         if not self.training:
             starts = [torch.full((batch,), low, device=device) for _ in bounds]
         else:
-            starts = [torch.randint(low, max(low, self.max_position - n + low) + 1, (batch,)).to(device) for n in bounds]
+            starts = [
+                torch.randint(low, max(low, self.max_position - n + low) + 1, (batch,)).to(device)
+                for n in bounds
+            ]
         return starts[0] if self.levels == 1 else torch.stack(starts, dim=-1)
 
-    def forward(self, tokens: torch.Tensor, answer_from: int, shift: torch.Tensor | None, total: int | None = None,
-                decoding: bool = False) -> torch.Tensor:
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        answer_from: int,
+        shift: torch.Tensor | None,
+        total: int | None = None,
+        decoding: bool = False,
+    ) -> torch.Tensor:
         """``[b n d]`` for ``tokens [b n]``; ``total``: the length the sequence will reach when
         it is decoded a token at a time (randomized positions are drawn for all of it at once).
         ``decoding``: the answer is the model's own, whose ids past the table are held at its top
@@ -58,18 +86,31 @@ class TokenPositions(nn.Module):
         if self.scheme == "random":
             total = total or n
             if total > self.max_position:
-                raise InputError(f"a sequence of {total} tokens exceeds the {self.max_position} randomized positions")
-            return self.pe_scale * sinusoidal(self.randomized(batch, total, tokens.device)[:, :n], self.dim)
+                raise InputError(
+                    f"a sequence of {total} tokens exceeds the {self.max_position} randomized positions"
+                )
+            return self.pe_scale * sinusoidal(
+                self.randomized(batch, total, tokens.device)[:, :n], self.dim
+            )
         digit, starts = tokens < self.digit_tokens, shift.reshape(batch, -1)
         if self.scheme == "abacus":
-            levels = [torch.cat([abacus.abacus_ids(digit[:, :answer_from], False, shift),
-                                 abacus.abacus_ids(digit[:, answer_from:], True, shift)], dim=1)]
+            levels = [
+                torch.cat(
+                    [
+                        abacus.abacus_ids(digit[:, :answer_from], False, shift),
+                        abacus.abacus_ids(digit[:, answer_from:], True, shift),
+                    ],
+                    dim=1,
+                )
+            ]
         else:
             levels = coupling.level_ids(digit, answer_from, starts)
         checked = [ids[:, :answer_from] for ids in levels] if decoding else levels
         top = max((int(ids.max()) for ids in checked if ids.numel()), default=0)
         if top > self.max_position:
-            raise InputError(f"position id {top} exceeds the {self.scheme} table's {self.max_position}")
+            raise InputError(
+                f"position id {top} exceeds the {self.scheme} table's {self.max_position}"
+            )
         levels = [ids.clamp(max=self.max_position) for ids in levels] if decoding else levels
         return sum(table(ids) for table, ids in zip((self.table, self.numbers, self.sums), levels))
 
@@ -78,5 +119,10 @@ class TokenPositions(nn.Module):
         draw of ``eval_generator``, kept, since cached decoding asks for it at every step."""
         if self.training:
             return randomized_positions(batch, total, self.max_position, device=device)
-        return cached(self._test_draws, (batch, total, str(device)),
-                      lambda: randomized_positions(batch, total, self.max_position, eval_generator(total), device))
+        return cached(
+            self._test_draws,
+            (batch, total, str(device)),
+            lambda: randomized_positions(
+                batch, total, self.max_position, eval_generator(total), device
+            ),
+        )

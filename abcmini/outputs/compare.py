@@ -10,7 +10,7 @@ import math
 import os
 import statistics
 
-from abcmini.outputs.report import cell_order, cell, pool, summarize
+from abcmini.outputs.report import cell, cell_order, pool, summarize
 from abcmini.outputs.track import ID_FILE, Tracker
 
 LOG_FROM = 100  # lengths this long get a log length axis, as in the dashboard
@@ -26,8 +26,15 @@ def cell_runs(records: list[dict], root: str) -> list[dict]:
                 wandb_id = f.read().strip()
         except OSError:
             wandb_id = None
-        runs.append({"task": r["task"], "method": r["method"], "seed": r["seed"], "run": os.path.relpath(run_dir, root),
-                     "wandb_id": wandb_id})
+        runs.append(
+            {
+                "task": r["task"],
+                "method": r["method"],
+                "seed": r["seed"],
+                "run": os.path.relpath(run_dir, root),
+                "wandb_id": wandb_id,
+            }
+        )
     return runs
 
 
@@ -59,22 +66,54 @@ def log_comparison(tracker: Tracker, records: list[dict], root: str) -> None:
     cells = summarize(kept)
     tracker.run.config.update({"runs": cell_runs(kept, root)}, allow_val_change=True)
     for task in dict.fromkeys(task for task, _ in sorted(cells, key=cell_order)):
-        per_method = {method: per_length for (t, method), per_length in sorted(cells.items(), key=lambda kv: cell_order(kv[0])) if t == task}
+        per_method = {
+            method: per_length
+            for (t, method), per_length in sorted(cells.items(), key=lambda kv: cell_order(kv[0]))
+            if t == task
+        }
         xs, ys, keys, log = series(per_method)
         xname = "log10 length (digits)" if log else "length (digits)"
         with tracker.guard():
-            tracker.run.log({f"comparison/{task}": wandb.plot.line_series(xs, ys, keys, f"{task}: exact match (%) against length", xname)})
+            tracker.run.log(
+                {
+                    f"comparison/{task}": wandb.plot.line_series(
+                        xs, ys, keys, f"{task}: exact match (%) against length", xname
+                    )
+                }
+            )
         lengths = sorted({n for per_length in per_method.values() for n in per_length})
-        tracker.table(f"tables/{task}", ["method", *map(str, lengths)],
-                      [[method, *(cell(per_length.get(n)) for n in lengths)] for method, per_length in per_method.items()])
-    tracker.summary({"cells": len(kept), "tasks": sorted({t for t, _ in cells}), "methods": sorted({m for _, m in cells})})
+        tracker.table(
+            f"tables/{task}",
+            ["method", *map(str, lengths)],
+            [
+                [method, *(cell(per_length.get(n)) for n in lengths)]
+                for method, per_length in per_method.items()
+            ],
+        )
+    tracker.summary(
+        {
+            "cells": len(kept),
+            "tasks": sorted({t for t, _ in cells}),
+            "methods": sorted({m for _, m in cells}),
+        }
+    )
 
 
-def comparison_run(enabled: bool, project: str | None, root: str, records: list[dict], name: str, **config) -> str | None:
+def comparison_run(
+    enabled: bool, project: str | None, root: str, records: list[dict], name: str, **config
+) -> str | None:
     """Start, fill and finish the comparison run of ``records`` (wandb group ``name``), written
     into ``root`` like every other run; returns its wandb id (None: tracking off or failed)."""
     if not records:
         return None
-    with Tracker.start(enabled, root, "comparison", {"root": os.path.abspath(root), **config}, name, ["comparison"], project) as tracker:
+    with Tracker.start(
+        enabled,
+        root,
+        "comparison",
+        {"root": os.path.abspath(root), **config},
+        name,
+        ["comparison"],
+        project,
+    ) as tracker:
         log_comparison(tracker, records, root)
         return tracker.run.id if tracker.run is not None else None

@@ -22,9 +22,16 @@ from abcmini.tasks import Example, detokenize, digit_mask  # noqa: E402
 CLOSED = "#d0d0d0"  # colour of −inf (closed) cells: visibly not part of the colour scale
 
 
-def heatmap_grid(maps: torch.Tensor, title: str, row_label: str, col_label: str,
-                 col_tokens: str | None = None, colorbar_label: str = "", names: list[str] | None = None,
-                 cols: int | None = None) -> plt.Figure:
+def heatmap_grid(
+    maps: torch.Tensor,
+    title: str,
+    row_label: str,
+    col_label: str,
+    col_tokens: str | None = None,
+    colorbar_label: str = "",
+    names: list[str] | None = None,
+    cols: int | None = None,
+) -> plt.Figure:
     """One heatmap per head of ``maps [h q k]``; −inf cells are drawn grey, outside the scale.
 
     ``col_tokens`` (one character per column, e.g. the input ``$0123``) labels the columns;
@@ -34,7 +41,9 @@ def heatmap_grid(maps: torch.Tensor, title: str, row_label: str, col_label: str,
     maps = maps.detach().float().cpu()
     heads = maps.shape[0]
     aspect = maps.shape[2] / maps.shape[1]
-    cols = cols or min(heads, 4 if aspect <= 2 else 2)  # a grid: wide panels (long inputs) two to a row
+    cols = cols or min(
+        heads, 4 if aspect <= 2 else 2
+    )  # a grid: wide panels (long inputs) two to a row
     rows = math.ceil(heads / cols)
     finite = maps[torch.isfinite(maps)]
     low, high = (finite.min().item(), finite.max().item()) if finite.numel() else (0.0, 1.0)
@@ -42,15 +51,21 @@ def heatmap_grid(maps: torch.Tensor, title: str, row_label: str, col_label: str,
     if one_value:
         low, high = low - 0.5, high + 0.5
     cmap = plt.get_cmap("viridis").with_extremes(bad=CLOSED)
-    width = max(2.6 * cols * min(max(aspect, 1.0), 2.0) + 1.2, 5.5)  # wide enough for a panel, its labels and the colorbar
+    width = max(
+        2.6 * cols * min(max(aspect, 1.0), 2.0) + 1.2, 5.5
+    )  # wide enough for a panel, its labels and the colorbar
     fig, axes = plt.subplots(rows, cols, figsize=(width, 2.6 * rows + 0.8), squeeze=False)
-    fig.subplots_adjust(left=0.1, right=0.8, bottom=0.14, top=0.85, wspace=0.25, hspace=0.45)  # no layout engine: 3x faster to draw
+    fig.subplots_adjust(
+        left=0.1, right=0.8, bottom=0.14, top=0.85, wspace=0.25, hspace=0.45
+    )  # no layout engine: 3x faster to draw
     for h, ax in enumerate(axes.flat):
         if h >= heads:
             ax.axis("off")
             continue
         shown = torch.where(torch.isfinite(maps[h]), maps[h], torch.nan)  # NaN = masked = grey
-        image = ax.imshow(shown.tolist(), cmap=cmap, vmin=low, vmax=high, aspect="auto", interpolation="nearest")
+        image = ax.imshow(
+            shown.tolist(), cmap=cmap, vmin=low, vmax=high, aspect="auto", interpolation="nearest"
+        )
         ax.set_title(names[h] if names else f"head {h}", fontsize=9)
         if h % cols == 0:
             ax.set_ylabel(row_label, fontsize=8)
@@ -59,10 +74,14 @@ def heatmap_grid(maps: torch.Tensor, title: str, row_label: str, col_label: str,
         if col_tokens is not None and len(col_tokens) <= 40:
             ax.set_xticks(range(len(col_tokens)), list(col_tokens), fontsize=6)
         ax.tick_params(labelsize=6)
-    bar = fig.colorbar(image, cax=fig.add_axes([0.84, 0.15, 0.02, 0.65]), label=colorbar_label or None)
+    bar = fig.colorbar(
+        image, cax=fig.add_axes([0.84, 0.15, 0.02, 0.65]), label=colorbar_label or None
+    )
     if one_value:
         bar.set_ticks([(low + high) / 2])
-    fig.suptitle(f"{title}  (grey: −inf, closed)" if not torch.isfinite(maps).all() else title, fontsize=10)
+    fig.suptitle(
+        f"{title}  (grey: −inf, closed)" if not torch.isfinite(maps).all() else title, fontsize=10
+    )
     return fig
 
 
@@ -72,7 +91,14 @@ def accuracy_curves(curves: dict[str, dict[int, float]], title: str) -> plt.Figu
     styles = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-"), ("x", "--")]
     for (method, points), (marker, line) in zip(sorted(curves.items()), styles * len(curves)):
         lengths = sorted(points)  # distinct markers and dashes: overlapping curves stay visible
-        ax.plot(lengths, [100 * points[n] for n in lengths], marker=marker, linestyle=line, label=method, alpha=0.85)
+        ax.plot(
+            lengths,
+            [100 * points[n] for n in lengths],
+            marker=marker,
+            linestyle=line,
+            label=method,
+            alpha=0.85,
+        )
     ax.set_xlabel("operand length (digits)")
     ax.set_ylabel("exact match (%)")
     ax.set_ylim(-3, 103)
@@ -102,15 +128,27 @@ def attention_figures(model, examples: dict[int, Example], title: str) -> dict[s
     test lengths. Keys ``attention/L-digits/cross`` and ``…/self``."""
     figures = {}
     for length, one in examples.items():
-        self_maps, cross_maps = average_attention(model, one, one.tgt_out.shape[1], layers=tuple(range(model.cfg.dec_layers)))
+        self_maps, cross_maps = average_attention(
+            model, one, one.tgt_out.shape[1], layers=tuple(range(model.cfg.dec_layers))
+        )
         layers, heads = self_maps.shape[:2]
         names = [f"layer {layer} · head {head}" for layer in range(layers) for head in range(heads)]
         tokens = detokenize(one.src[0])
         shown = tokens if len(tokens) <= 40 else f"{tokens[:18]}…{tokens[-18:]}"
-        for kind, maps, columns in (("cross", cross_maps, "input token"), ("self", self_maps, "output position read")):
+        for kind, maps, columns in (
+            ("cross", cross_maps, "input token"),
+            ("self", self_maps, "output position read"),
+        ):
             figures[f"attention/{length}-digits/{kind}"] = heatmap_grid(
-                rearrange(maps, "l h q k -> (l h) q k"), f"{title}: {kind}-attention, {length}-digit input {shown}", ROWS, columns,
-                tokens if kind == "cross" else None, "probability", names, cols=heads)
+                rearrange(maps, "l h q k -> (l h) q k"),
+                f"{title}: {kind}-attention, {length}-digit input {shown}",
+                ROWS,
+                columns,
+                tokens if kind == "cross" else None,
+                "probability",
+                names,
+                cols=heads,
+            )
     return figures
 
 
@@ -119,24 +157,63 @@ def bias_figures(bias, n_q: int, src_tokens: str, title: str) -> dict[str, plt.F
     layout = segments_of(torch.tensor([token.isdigit() for token in src_tokens]))
     self_bias, cross_bias = stacked(bias(n_q, len(src_tokens), layout=layout))
     return {
-        "bias/cross": heatmap_grid(cross_bias, f"{title}: cross-attention bias", ROWS, "input token", src_tokens, "bias"),
-        "bias/self": heatmap_grid(self_bias, f"{title}: self-attention bias", ROWS, "output position read", None, "bias"),
+        "bias/cross": heatmap_grid(
+            cross_bias, f"{title}: cross-attention bias", ROWS, "input token", src_tokens, "bias"
+        ),
+        "bias/self": heatmap_grid(
+            self_bias, f"{title}: self-attention bias", ROWS, "output position read", None, "bias"
+        ),
     }
 
 
-def calibration_figures(directory: str, task: str, self_avg, cross_avg, calibrated, example, layers=(-1,)) -> dict[str, str]:
+def calibration_figures(
+    directory: str, task: str, self_avg, cross_avg, calibrated, example, layers=(-1,)
+) -> dict[str, str]:
     """PNG heatmaps per head, written to ``directory/abc_<name>.png``: the averaged attention
     ``Ā [layers h q k]`` (trusted rows) of the calibrated ``layers`` and the bias at the
     calibration geometry, cross and self."""
     tokens = detokenize(example.src[0])
-    self_bias, cross_bias = stacked(calibrated(example.tgt_out.shape[1], len(tokens), layout=segments_of(digit_mask(example.src[0]))))
-    names = [f"layer {layer} head {h}" for layer in layers for h in range(self_avg.shape[1])] if len(layers) > 1 else None
+    self_bias, cross_bias = stacked(
+        calibrated(
+            example.tgt_out.shape[1], len(tokens), layout=segments_of(digit_mask(example.src[0]))
+        )
+    )
+    names = (
+        [f"layer {layer} head {h}" for layer in layers for h in range(self_avg.shape[1])]
+        if len(layers) > 1
+        else None
+    )
     self_avg, cross_avg = (rearrange(a, "l h q k -> (l h) q k") for a in (self_avg, cross_avg))
     figures = {
-        "attention_cross": heatmap_grid(cross_avg, f"{task}: averaged cross-attention Ā (trusted rows)", ROWS, "input position", None, "probability", names),
-        "attention_self": heatmap_grid(self_avg, f"{task}: averaged self-attention Ā (trusted rows)", ROWS, "output position read", None, "probability", names),
-        "bias_cross": heatmap_grid(cross_bias, f"{task}: ABC cross-attention bias", ROWS, "input position", None, "bias"),
-        "bias_self": heatmap_grid(self_bias, f"{task}: ABC self-attention bias", ROWS, "output position read", None, "bias"),
+        "attention_cross": heatmap_grid(
+            cross_avg,
+            f"{task}: averaged cross-attention Ā (trusted rows)",
+            ROWS,
+            "input position",
+            None,
+            "probability",
+            names,
+        ),
+        "attention_self": heatmap_grid(
+            self_avg,
+            f"{task}: averaged self-attention Ā (trusted rows)",
+            ROWS,
+            "output position read",
+            None,
+            "probability",
+            names,
+        ),
+        "bias_cross": heatmap_grid(
+            cross_bias, f"{task}: ABC cross-attention bias", ROWS, "input position", None, "bias"
+        ),
+        "bias_self": heatmap_grid(
+            self_bias,
+            f"{task}: ABC self-attention bias",
+            ROWS,
+            "output position read",
+            None,
+            "bias",
+        ),
     }
     paths = {}
     for name, fig in figures.items():

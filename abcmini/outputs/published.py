@@ -25,7 +25,31 @@ class Anchor:
 
 
 ANCHORS = (
-    Anchor("Abacus embeddings", "abacus", "McLeish et al. 2024, arXiv:2405.17399", "addition", 20, 100, "up to 99%"),
-    Anchor("Position Coupling", "coupling", "Cho et al. 2024, arXiv:2405.20671", "addition", 30, 200, "> 95%"),
-    Anchor("FIRE + index hints", "fire", "Zhou et al. 2024, arXiv:2402.09371", "addition", 40, 100, "> 98%"),
+    Anchor(
+        "Abacus embeddings",
+        "abacus",
+        "McLeish et al. 2024, arXiv:2405.17399",
+        "addition",
+        20,
+        100,
+        "up to 99%",
+    ),
+    Anchor(
+        "Position Coupling",
+        "coupling",
+        "Cho et al. 2024, arXiv:2405.20671",
+        "addition",
+        30,
+        200,
+        "> 95%",
+    ),
+    Anchor(
+        "FIRE + index hints",
+        "fire",
+        "Zhou et al. 2024, arXiv:2402.09371",
+        "addition",
+        40,
+        100,
+        "> 98%",
+    ),
 )

@@ -31,7 +31,11 @@ class Edge:
 def edges(runs: list[OfflineRun]) -> list[Edge]:
     """The lineage the runs recorded: every name in a config's ``uses``, with the run that logged it."""
     producers = {name: run.id for run in runs for name, _ in run.artifacts}
-    return [Edge(run.id, name, producers.get(name)) for run in runs for name in dict.fromkeys(run.config.get("uses") or [])]
+    return [
+        Edge(run.id, name, producers.get(name))
+        for run in runs
+        for name in dict.fromkeys(run.config.get("uses") or [])
+    ]
 
 
 def missing_files(runs: list[OfflineRun]) -> list[str]:
@@ -42,25 +46,37 @@ def missing_files(runs: list[OfflineRun]) -> list[str]:
 def sync_command(runs: list[OfflineRun], entity: str | None, project: str | None) -> list[str]:
     """The ``wandb sync`` command (the one wandb ships) that uploads every run folder; runs it
     uploaded before are skipped by it."""
-    scope = [*(["--entity", entity] if entity else []), *(["--project", project] if project else [])]
+    scope = [
+        *(["--entity", entity] if entity else []),
+        *(["--project", project] if project else []),
+    ]
     return [sys.executable, "-m", "wandb", "sync", *scope, *(run.directory for run in runs)]
 
 
-def describe(runs: list[OfflineRun], found: list[Edge], root: str, entity: str | None, project: str | None) -> list[str]:
+def describe(
+    runs: list[OfflineRun], found: list[Edge], root: str, entity: str | None, project: str | None
+) -> list[str]:
     """The plan as lines: each run (id, project, group, job type, folder), the upload command,
     then each edge as the API call that restores it."""
     lines = [f"{len(runs)} offline runs under {root}:"]
-    lines += [f"  {run.id}  {run.project}  {run.group}  {run.job_type}  {os.path.relpath(run.directory, root)}" for run in runs]
+    lines += [
+        f"  {run.id}  {run.project}  {run.group}  {run.job_type}  {os.path.relpath(run.directory, root)}"
+        for run in runs
+    ]
     lines.append("upload: wandb " + " ".join(sync_command(runs, entity, project)[3:]))
     lines.append(f"{len(found)} lineage edges to restore:")
     projects = {run.id: project or run.project for run in runs}
     for edge in found:
         where = f"{entity or 'ENTITY'}/{projects[edge.run]}"
         by = f"logged by {edge.producer}" if edge.producer else "logged outside this root"
-        lines.append(f"  Api().run('{where}/{edge.run}').use_artifact('{where}/{edge.artifact}:latest')  ({by})")
+        lines.append(
+            f"  Api().run('{where}/{edge.run}').use_artifact('{where}/{edge.artifact}:latest')  ({by})"
+        )
     gone = missing_files(runs)
     if gone:
-        lines.append(f"{len(gone)} staged artifact files are missing (first: {gone[0]}); wandb sync cannot upload those artifacts")
+        lines.append(
+            f"{len(gone)} staged artifact files are missing (first: {gone[0]}); wandb sync cannot upload those artifacts"
+        )
     return lines
 
 
@@ -68,10 +84,14 @@ def upload(runs: list[OfflineRun], entity: str | None, project: str | None) -> N
     """``wandb sync`` of every run folder, one process for all."""
     done = subprocess.run(sync_command(runs, entity, project))
     if done.returncode:
-        raise UserError(f"wandb sync failed (exit code {done.returncode}); the runs stay offline, run the same command again")
+        raise UserError(
+            f"wandb sync failed (exit code {done.returncode}); the runs stay offline, run the same command again"
+        )
 
 
-def restore(runs: list[OfflineRun], found: list[Edge], entity: str | None, project: str | None, api=None) -> int:
+def restore(
+    runs: list[OfflineRun], found: list[Edge], entity: str | None, project: str | None, api=None
+) -> int:
     """Each edge as ``use_artifact`` through the public API (``api``, default ``wandb.Api()``),
     where the run does not already use the artifact; returns how many were added."""
     if api is None:
@@ -96,7 +116,9 @@ def sync(root: str, entity: str | None, project: str | None, dry_run: bool, say=
     if not os.path.isdir(root):
         raise UserError(f"results root {root!r} is not a directory")
     if not dry_run and not has_api_key():
-        raise UserError("no wandb API key (WANDB_API_KEY or wandb login): nothing was uploaded; --dry-run shows the plan")
+        raise UserError(
+            "no wandb API key (WANDB_API_KEY or wandb login): nothing was uploaded; --dry-run shows the plan"
+        )
     runs = offline_runs(root)
     found = edges(runs)
     for line in describe(runs, found, root, entity, project):
@@ -104,4 +126,6 @@ def sync(root: str, entity: str | None, project: str | None, dry_run: bool, say=
     if dry_run or not runs:
         return
     upload(runs, entity, project)
-    say(f"restored {restore(runs, found, entity, project)} lineage edges ({len(found)} recorded; the others were there already)")
+    say(
+        f"restored {restore(runs, found, entity, project)} lineage edges ({len(found)} recorded; the others were there already)"
+    )

@@ -38,8 +38,18 @@ from abcmini.store import atomic_write, note_written
 DEFAULT_PROJECT = "abcmini"
 REACH_SECONDS = 3.0
 ID_FILE = "wandb-id"
-AGENT_VARIABLES = ("WANDB_SWEEP_ID", "WANDB_RUN_ID", "WANDB_SWEEP_PARAM_PATH")  # what wandb agent sets for each run
-SETTINGS = dict(console="off", x_disable_stats=True, disable_git=True, x_save_requirements=False, init_timeout=30)
+AGENT_VARIABLES = (
+    "WANDB_SWEEP_ID",
+    "WANDB_RUN_ID",
+    "WANDB_SWEEP_PARAM_PATH",
+)  # what wandb agent sets for each run
+SETTINGS = dict(
+    console="off",
+    x_disable_stats=True,
+    disable_git=True,
+    x_save_requirements=False,
+    init_timeout=30,
+)
 
 
 def base_url() -> str:
@@ -80,7 +90,9 @@ def outside_agent(active: bool):
     starts a run (wandb reads them then, and only then), and back afterwards. wandb's settings
     cannot unset a variable (``sweep_id=""`` is refused, ``None`` means "not given"), and
     ``wandb.teardown()`` first makes the next ``init`` read the environment again."""
-    saved = {name: os.environ.pop(name) for name in AGENT_VARIABLES if active and name in os.environ}
+    saved = {
+        name: os.environ.pop(name) for name in AGENT_VARIABLES if active and name in os.environ
+    }
     try:
         if saved:
             import wandb
@@ -95,17 +107,30 @@ def artifact_name(kind: str, identity: str) -> str:
     """A valid wandb artifact name: ``model-paper-addition-abc-s0``; one past wandb's 128
     characters (a cell with many overrides) keeps its first 119 and a hash of the whole."""
     name = f"{kind}-" + re.sub(r"[^A-Za-z0-9._-]+", "-", identity).strip("-")
-    return name if len(name) <= 128 else f"{name[:119]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return (
+        name
+        if len(name) <= 128
+        else f"{name[:119]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    )
 
 
 def run_config(experiment: dict, label: str) -> dict:
     """The wandb config of a run: its run configuration's fields flat (so the runs table groups
     by task, method, pad width …), the method as the tables name it, and the rest of its cell."""
     run = experiment["run"]
-    return {**run, "method": label, "label": label, "cell_method": experiment["cell"]["method"], "recipe": experiment["recipe"],
-            "geometry": "fixed" if run["pad_width"] else "growing", "lengths": experiment["lengths"],
-            "test_seed": experiment["test_seed"], "overrides": experiment["overrides"], "source": experiment["source"],
-            "calibration": experiment["calibration"]}
+    return {
+        **run,
+        "method": label,
+        "label": label,
+        "cell_method": experiment["cell"]["method"],
+        "recipe": experiment["recipe"],
+        "geometry": "fixed" if run["pad_width"] else "growing",
+        "lengths": experiment["lengths"],
+        "test_seed": experiment["test_seed"],
+        "overrides": experiment["overrides"],
+        "source": experiment["source"],
+        "calibration": experiment["calibration"],
+    }
 
 
 class Tracker:
@@ -117,8 +142,18 @@ class Tracker:
         self.run, self.uses, self.offline, self.data_dir = run, [], True, None
 
     @classmethod
-    def start(cls, enabled: bool, run_dir: str, job_type: str, config: dict, group: str, tags=(), project: str | None = None,
-              keep_id: bool = False, agent: bool = False) -> "Tracker":
+    def start(
+        cls,
+        enabled: bool,
+        run_dir: str,
+        job_type: str,
+        config: dict,
+        group: str,
+        tags=(),
+        project: str | None = None,
+        keep_id: bool = False,
+        agent: bool = False,
+    ) -> "Tracker":
         """``keep_id``: reuse the wandb run id kept in ``run_dir`` (a resumed training run).
         ``agent``: under ``wandb agent`` this is the agent's run (the one that reports the cell);
         the agent names its id, so none is kept for it."""
@@ -126,21 +161,30 @@ class Tracker:
         if not enabled:
             return tracker
         with tracker.guard():
-            os.environ.setdefault("WANDB_SILENT", "true")  # no banner lines between ours (WANDB_SILENT=false brings them back)
+            os.environ.setdefault(
+                "WANDB_SILENT", "true"
+            )  # no banner lines between ours (WANDB_SILENT=false brings them back)
             if "WANDB_MODE" not in os.environ and not has_api_key():
                 os.environ["WANDB_MODE"] = "offline"
             mode = None
             if os.environ.get("WANDB_MODE", "online") == "online" and not reachable(base_url()):
-                print(f"warning: wandb server {base_url()} did not answer within {REACH_SECONDS:.0f} s; "
-                      f"this run is logged offline (wandb sync uploads it later)", file=sys.stderr)
+                print(
+                    f"warning: wandb server {base_url()} did not answer within {REACH_SECONDS:.0f} s; "
+                    f"this run is logged offline (wandb sync uploads it later)",
+                    file=sys.stderr,
+                )
                 mode = "offline"
-            tracker.offline = mode == "offline" or os.environ.get("WANDB_MODE", "online") != "online"
+            tracker.offline = (
+                mode == "offline" or os.environ.get("WANDB_MODE", "online") != "online"
+            )
             import wandb
 
             os.makedirs(run_dir, exist_ok=True)
             folder = os.path.join(os.path.abspath(os.environ.get("WANDB_DIR", run_dir)), "wandb")
             tracker.data_dir = (os.environ.get("WANDB_DATA_DIR"),)  # restored when the run ends
-            os.environ["WANDB_DATA_DIR"] = folder  # staging: FOLDER/artifacts/staging, read when a file is added
+            os.environ["WANDB_DATA_DIR"] = (
+                folder  # staging: FOLDER/artifacts/staging, read when a file is added
+            )
             id_path = os.path.join(run_dir, ID_FILE)
             agents = agent and under_agent()
             keep_id = keep_id and not agents
@@ -148,23 +192,58 @@ class Tracker:
             if keep_id and os.path.exists(id_path):
                 with open(id_path) as f:
                     run_id = f.read().strip() or None
-            sweep = os.environ.get("ABCMINI_SWEEP")  # a sweep run by abcmini sweep (wandb agent records its own)
+            sweep = os.environ.get(
+                "ABCMINI_SWEEP"
+            )  # a sweep run by abcmini sweep (wandb agent records its own)
             tags = [*tags, *([f"sweep:{sweep}"] if sweep else [])]
-            if under_agent() and not agents:  # a stage of the agent's cell: which sweep run it serves
-                config = {**config, "agent": {"sweep_id": os.environ["WANDB_SWEEP_ID"], "run_id": os.environ.get("WANDB_RUN_ID")}}
+            if (
+                under_agent() and not agents
+            ):  # a stage of the agent's cell: which sweep run it serves
+                config = {
+                    **config,
+                    "agent": {
+                        "sweep_id": os.environ["WANDB_SWEEP_ID"],
+                        "run_id": os.environ.get("WANDB_RUN_ID"),
+                    },
+                }
             with outside_agent(not agents):
                 tracker.run = wandb.init(
-                    project=None if agents else project or os.environ.get("WANDB_PROJECT", DEFAULT_PROJECT),
-                    dir=os.environ.get("WANDB_DIR", run_dir), name=f"{group}:{job_type}", group=group, job_type=job_type,
+                    project=None
+                    if agents
+                    else project or os.environ.get("WANDB_PROJECT", DEFAULT_PROJECT),
+                    dir=os.environ.get("WANDB_DIR", run_dir),
+                    name=f"{group}:{job_type}",
+                    group=group,
+                    job_type=job_type,
                     tags=[str(t)[:64] for t in tags],
-                    config={**config, "version": __version__, "commit": commit(), **({"sweep": sweep} if sweep else {})},
-                    id=run_id, resume="allow" if run_id else None, mode=mode, settings=wandb.Settings(**SETTINGS))
-            folder = os.path.relpath(os.path.dirname(os.path.abspath(tracker.run.dir)), os.path.abspath(run_dir))
-            if not folder.startswith(".."):  # wandb's folder of this run, its links to the latest one, the staged files
+                    config={
+                        **config,
+                        "version": __version__,
+                        "commit": commit(),
+                        **({"sweep": sweep} if sweep else {}),
+                    },
+                    id=run_id,
+                    resume="allow" if run_id else None,
+                    mode=mode,
+                    settings=wandb.Settings(**SETTINGS),
+                )
+            folder = os.path.relpath(
+                os.path.dirname(os.path.abspath(tracker.run.dir)), os.path.abspath(run_dir)
+            )
+            if not folder.startswith(
+                ".."
+            ):  # wandb's folder of this run, its links to the latest one, the staged files
                 parent = os.path.dirname(folder)
-                note_written(run_dir, folder, os.path.join(parent, "artifacts"),
-                             *(os.path.join(parent, link) for link in ("latest-run", "debug.log", "debug-internal.log")
-                               if os.path.islink(os.path.join(run_dir, parent, link))))
+                note_written(
+                    run_dir,
+                    folder,
+                    os.path.join(parent, "artifacts"),
+                    *(
+                        os.path.join(parent, link)
+                        for link in ("latest-run", "debug.log", "debug-internal.log")
+                        if os.path.islink(os.path.join(run_dir, parent, link))
+                    ),
+                )
             if keep_id:
                 note_written(run_dir, ID_FILE)
                 atomic_write(id_path, lambda f: f.write(tracker.run.id.encode()))
@@ -179,7 +258,10 @@ class Tracker:
                 yield
             except Exception as error:  # noqa: BLE001 — tracking must never stop a run
                 reason = " ".join(str(error).split())[:160]  # one line, even for an HTML error page
-                print(f"warning: wandb tracking failed and is off for the rest of this run: {type(error).__name__}: {reason}", file=sys.stderr)
+                print(
+                    f"warning: wandb tracking failed and is off for the rest of this run: {type(error).__name__}: {reason}",
+                    file=sys.stderr,
+                )
                 run, self.run = self.run, None
                 try:
                     import wandb
@@ -214,12 +296,22 @@ class Tracker:
 
                 percent = {n: 100 * acc for n, acc in sorted(accuracy.items())}
                 self.run.define_metric("length", hidden=True)
-                self.run.define_metric("extrapolation/exact_match", step_metric="length", summary="last")
+                self.run.define_metric(
+                    "extrapolation/exact_match", step_metric="length", summary="last"
+                )
                 for n, acc in percent.items():
                     self.run.log({"length": n, "extrapolation/exact_match": acc})
-                table = wandb.Table(columns=["length", "accuracy"], data=[[n, acc] for n, acc in percent.items()])
-                self.run.log({"extrapolation/table": table,
-                              "extrapolation/curve": wandb.plot.line(table, "length", "accuracy", title=title)})
+                table = wandb.Table(
+                    columns=["length", "accuracy"], data=[[n, acc] for n, acc in percent.items()]
+                )
+                self.run.log(
+                    {
+                        "extrapolation/table": table,
+                        "extrapolation/curve": wandb.plot.line(
+                            table, "length", "accuracy", title=title
+                        ),
+                    }
+                )
                 for n, acc in percent.items():
                     self.run.summary[f"acc@{n}"] = acc
 
@@ -229,7 +321,9 @@ class Tracker:
             with self.guard():
                 import wandb
 
-                self.run.log({key: wandb.Table(columns=list(columns), data=[list(row) for row in rows])})
+                self.run.log(
+                    {key: wandb.Table(columns=list(columns), data=[list(row) for row in rows])}
+                )
 
     def summary(self, values: dict) -> None:
         if self.run is not None:

@@ -72,7 +72,9 @@ def logged_history(run_dir: str) -> list[dict]:
     except OSError:
         return []
     rows = []
-    for path in sorted(glob.glob(os.path.join(glob.escape(run_dir), "wandb", f"*-{run_id}", f"run-{run_id}.wandb"))):
+    for path in sorted(
+        glob.glob(os.path.join(glob.escape(run_dir), "wandb", f"*-{run_id}", f"run-{run_id}.wandb"))
+    ):
         try:
             rows += history(path)
         except (OSError, ValueError):
@@ -100,12 +102,18 @@ class OfflineRun:
     tags: list = field(default_factory=list)
     exit_code: int | None = None
     artifacts: list = field(default_factory=list)  # (name, type) of every artifact the run logged
-    staged: list = field(default_factory=list)  # the files wandb sync uploads for them (staged copies)
+    staged: list = field(
+        default_factory=list
+    )  # the files wandb sync uploads for them (staged copies)
     metrics: dict = field(default_factory=dict)  # define_metric: a metric's name → its step metric
 
     def media(self, key: str) -> list[str]:
         """Paths (on disk) of every image / table logged under ``key``."""
-        return [os.path.join(self.directory, "files", row[key]["path"]) for row in self.history if key in row]
+        return [
+            os.path.join(self.directory, "files", row[key]["path"])
+            for row in self.history
+            if key in row
+        ]
 
 
 def read_offline_run(directory: str) -> OfflineRun:
@@ -115,27 +123,42 @@ def read_offline_run(directory: str) -> OfflineRun:
         for record in records(path):
             kind = record.WhichOneof("record_type")
             if kind == "run":
-                run.id, run.group, run.job_type, run.tags = record.run.run_id, record.run.run_group, record.run.job_type, list(record.run.tags)
+                run.id, run.group, run.job_type, run.tags = (
+                    record.run.run_id,
+                    record.run.run_group,
+                    record.run.job_type,
+                    list(record.run.tags),
+                )
                 run.sweep_id, run.project = record.run.sweep_id, record.run.project
-                run.config.update({_key(i): json.loads(i.value_json) for i in record.run.config.update})
+                run.config.update(
+                    {_key(i): json.loads(i.value_json) for i in record.run.config.update}
+                )
             elif kind == "exit":
                 run.exit_code = record.exit.exit_code
             elif kind == "metric":
-                run.metrics[record.metric.name or record.metric.glob_name] = record.metric.step_metric
+                run.metrics[record.metric.name or record.metric.glob_name] = (
+                    record.metric.step_metric
+                )
             elif kind == "artifact":
                 run.artifacts.append((record.artifact.name, record.artifact.type))
-                run.staged += [item.local_path for item in record.artifact.manifest.contents if item.local_path]
+                run.staged += [
+                    item.local_path for item in record.artifact.manifest.contents if item.local_path
+                ]
             elif kind == "config":
                 run.config.update({_key(i): json.loads(i.value_json) for i in record.config.update})
             elif kind == "summary":
-                run.summary.update({_key(i): json.loads(i.value_json) for i in record.summary.update})
+                run.summary.update(
+                    {_key(i): json.loads(i.value_json) for i in record.summary.update}
+                )
             elif kind == "history":
                 row = {}
                 for item in record.history.item:
                     key = _key(item)
                     for prefix in ("/path", "/_type"):  # image/table fields arrive flattened
                         if key.endswith(prefix):
-                            row.setdefault(key[: -len(prefix)], {})[prefix[1:]] = json.loads(item.value_json)
+                            row.setdefault(key[: -len(prefix)], {})[prefix[1:]] = json.loads(
+                                item.value_json
+                            )
                             break
                     else:
                         row[key] = json.loads(item.value_json)
@@ -145,7 +168,10 @@ def read_offline_run(directory: str) -> OfflineRun:
 
 def read_offline_runs(wandb_dir: str) -> list[OfflineRun]:
     """The offline runs wandb wrote under ``wandb_dir`` (its ``wandb`` folder)."""
-    return [read_offline_run(d) for d in sorted(glob.glob(os.path.join(glob.escape(wandb_dir), "wandb", "offline-run-*")))]
+    return [
+        read_offline_run(d)
+        for d in sorted(glob.glob(os.path.join(glob.escape(wandb_dir), "wandb", "offline-run-*")))
+    ]
 
 
 def offline_runs(root: str) -> list[OfflineRun]:
@@ -153,7 +179,9 @@ def offline_runs(root: str) -> list[OfflineRun]:
     walked without entering symlinked folders, each folder once."""
     found = {}
     for folder, subfolders, files in os.walk(root):
-        if os.path.basename(folder).startswith("offline-run-") and any(f.endswith(".wandb") for f in files):
+        if os.path.basename(folder).startswith("offline-run-") and any(
+            f.endswith(".wandb") for f in files
+        ):
             found.setdefault(os.path.realpath(folder), folder)
             subfolders.clear()
     return [read_offline_run(d) for d in sorted(found.values())]
