@@ -2,7 +2,14 @@ import pytest
 import torch
 
 from abcmini.nn.biases import line_ids
-from abcmini.nn.calibrate import calibrate, dropoff, line_average, marker_columns, procedure
+from abcmini.nn.calibrate import (
+    algorithm1,
+    calibrate,
+    dropoff,
+    line_average,
+    marker_columns,
+    procedure,
+)
 from abcmini.nn.rules import RULES
 
 X = float("-inf")
@@ -340,9 +347,12 @@ def test_materialized_sizes_agree_on_their_common_cells(delta, right):
     assert torch.equal(small[rows_with_open_cells], common[rows_with_open_cells])
 
 
-def test_the_procedure_without_rules_is_algorithm_1_on_the_last_layer():
-    """``procedure(…, rules=())`` is the paper as written: the last decoder layer, directions 1, −1
-    and 0 in both attentions, corner-anchored lines, every line counted, empty heads transparent."""
+def test_the_procedure_without_rules_departs_from_algorithm_1_only_in_its_anchors():
+    """``procedure(…, rules=())`` takes the last decoder layer, directions 1, −1 and 0, every line,
+    empty heads transparent, as Algorithm 1 does; it counts cross-attention verticals from the
+    top-right corner (Algorithm 1: top-left) and self-attention anti-diagonals from the top-left
+    (Algorithm 1: top-right). So its cross bias is Algorithm 1's in the calibration's own width
+    and its self bias is Algorithm 1's without anti-diagonals."""
     torch.manual_seed(0)
     self_avg, cross_avg = (
         torch.rand(2, 4, 5, 5).softmax(-1),
@@ -353,15 +363,16 @@ def test_the_procedure_without_rules_is_algorithm_1_on_the_last_layer():
         torch.zeros(3, 12, dtype=torch.bool),
         torch.zeros(3, 5, dtype=torch.bool),
     )
-    args = (self_avg, cross_avg, layout, src_padding, out_padding, 0.87, 4.5, 0.5)
+    args = (self_avg, cross_avg, layout, src_padding, out_padding, 0.87, 0.5, 0.5)
     paper = procedure(*args, rules=())
-    assert torch.equal(
-        paper.self_attention.values, calibrate(self_avg[-1], 0.87, (1, -1, 0), right=False).values
-    )
-    assert torch.equal(
-        paper.cross_attention.values, calibrate(cross_avg[-1], 4.5, (1, -1, 0)).values
-    )
+    cross = algorithm1(cross_avg[-1], 0.5)
+    assert torch.equal(paper.cross_attention(9, 12), cross(9, 12))  # the calibration's width
+    assert not torch.equal(paper.cross_attention(9, 20), cross(9, 20))  # wider: verticals move
+    ours = calibrate(self_avg[-1], 0.87, (1, 0), right=False)(9, 9)  # self: no anti-diagonals
+    assert torch.equal(ours, algorithm1(self_avg[-1], 0.87, (1, 0))(9, 9))
+    assert not torch.equal(paper.self_attention(9, 9), algorithm1(self_avg[-1], 0.87)(9, 9))
     assert paper.cross_attention.transparent_empty and not paper.cross_attention.anchored
+    args = (self_avg, cross_avg, layout, src_padding, out_padding, 0.87, 4.5, 0.5)
     every = procedure(
         *args
     )  # abcmini's procedure: both layers united, lines anchored at the operands
