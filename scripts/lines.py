@@ -1,8 +1,9 @@
 """Lines of code by layer at a commit: ``python scripts/lines.py [COMMIT]`` (default HEAD).
 
 The library is ``abcmini/nn/`` (before it was a folder: the modules the library test named),
-the harness every other module of ``abcmini/``, then ``cli.py`` and ``tests/``; every line of
-each ``.py`` file counts, as ``wc -l`` counts it.
+the harness every other module of ``abcmini/``, then ``cli.py``, ``tests/``, and outside the
+package ``scripts/``, ``benchmarks/`` and ``lab/``; every line of each ``.py`` file counts, as
+``wc -l`` counts it.
 """
 
 import subprocess
@@ -29,8 +30,9 @@ CORE = {
 def layer(path: str) -> str | None:
     if path == "cli.py":
         return "cli.py"
-    if path.startswith("tests/"):
-        return "tests"
+    for folder in ("tests", "scripts", "benchmarks", "lab"):
+        if path.startswith(folder + "/"):
+            return folder
     if path.startswith("abcmini/nn/") or (
         path.count("/") == 1
         and path.startswith("abcmini/")
@@ -45,7 +47,9 @@ def main(commit: str = "HEAD") -> None:
     paths = subprocess.run(
         ["git", "ls-tree", "-r", "--name-only", commit], capture_output=True, text=True, check=True
     ).stdout.split()
-    totals = {"library": 0, "harness": 0, "cli.py": 0, "tests": 0}
+    totals = dict.fromkeys(
+        ("library", "harness", "cli.py", "tests", "scripts", "benchmarks", "lab"), 0
+    )
     for path in paths:
         if path.endswith(".py") and layer(path):
             text = subprocess.run(
