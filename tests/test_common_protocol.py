@@ -14,6 +14,7 @@ from abcmini.nn.biases import NEG_INF, LineBias
 from abcmini.store import load_bias, save_bias, save_checkpoint, save_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.integration  # lab scripts: the second tier
 
 
 @pytest.mark.parametrize(

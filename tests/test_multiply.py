@@ -49,6 +49,7 @@ def test_the_worked_example_and_random_products_are_partial_sums():
         assert int(blocks[-1][::-1]) == x * y
 
 
+@pytest.mark.integration  # a lab script: the second tier
 def test_row_carries_write_the_scratchpads_digits_and_add_the_carry_of_the_digits_below(script):
     """``scripts/carry_errors.py``: its digits are the formatted target's digit rows, in order,
     and the carry into digit ``i`` of ``s_j`` is ``(s_{j−1} mod 10^i + (a mod 10^(i−j))·b_j·10^j) // 10^i``."""
@@ -210,6 +211,7 @@ def test_calibration_recovers_the_product_lines_the_attention_follows():
     }
 
 
+@pytest.mark.integration  # a lab script: the second tier
 def block_lines_cells(
     tmp_path, task: str, width: int, cross: torch.Tensor, rules: str, label: str
 ) -> dict[str, str]:

@@ -296,7 +296,7 @@ def test_report_checks_its_readme_before_writing_anything(tmp_path):
     notes.write_text("no generated block here\n")
     for readme, why in (
         (tmp_path / "missing.md", "is not a file"),
-        (notes, "no <!-- headline -->"),
+        (notes, "no generated block to fill"),
     ):
         result = CliRunner().invoke(
             app, ["report", "results/decoder", "--out", str(out), "--readme", str(readme)]

@@ -167,3 +167,13 @@ def test_the_committed_multi_operand_pages_are_what_their_command_generates(tmp_
         and "Final number alone" in text
         and "Runs left out" not in text
     )
+
+
+def test_the_calibrations_table_of_recipe_md_is_its_records():
+    with open("docs/recipe.md") as f:
+        text = f.read()
+    assert with_blocks(text, collect("results/abc64")) == text, (
+        "docs/recipe.md's calibrations table differs from results/abc64: run abcmini report "
+        "results/abc64 --out runs/abc64.md --readme docs/recipe.md"
+    )
+    assert "| addition | 60 | 99.8 |" in text  # the block is not empty

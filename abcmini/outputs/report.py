@@ -813,7 +813,7 @@ def with_blocks(text: str, records: list[dict], beside: list[dict] = ()) -> str:
     found = [name for name, block in BLOCKS.items() if block.search(text)]
     if not found:
         raise StoreError(
-            "no <!-- calibrations -->, <!-- headline --> or <!-- methods-table --> block to fill"
+            "no generated block to fill (<!-- headline -->, <!-- methods-table -->, <!-- calibrations -->)"
         )
     tables = {
         "calibrations": lambda: calibrations(records),
