@@ -211,7 +211,6 @@ def test_calibration_recovers_the_product_lines_the_attention_follows():
     }
 
 
-@pytest.mark.integration  # a lab script: the second tier
 def block_lines_cells(
     tmp_path, task: str, width: int, cross: torch.Tensor, rules: str, label: str
 ) -> dict[str, str]:
@@ -251,6 +250,7 @@ def block_lines_cells(
     return {ell: row[9 + 7 * k : 16 + 7 * k] for k, ell in enumerate(ells)}
 
 
+@pytest.mark.integration  # a lab script: the second tier
 def test_the_carrys_line_on_a_is_kept_alone_and_a_lone_lag_line_of_multiadd_is_not(tmp_path):
     """A head reading a only at the carry's digit ``a_{i−j−1}`` (ℓ −1) keeps that line under every
     rule (multiply reads two digits of a, rule band does not cut its product lines), where a
