@@ -48,6 +48,7 @@ ABC64 = PAPER64.derive(
         "the paper names no train-on phase: the retraining stops at 99.9% validation",
     ),
     abc_valid_size=(1000, "as the shipped pad-64 sources (results/sources/paper64) were validated"),
+    steps_nx1_abc=(4000, "one frame, no frames of 10-20 to learn: the cap of every other ABC cell"),
 )
 QUICK = PAPER.derive(
     name=("quick", "minutes, not hours: Successor, Vanilla against ABC (reproduce --quick)"),
