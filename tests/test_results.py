@@ -172,8 +172,10 @@ def test_the_committed_multi_operand_pages_are_what_their_command_generates(tmp_
 def test_the_calibrations_table_of_recipe_md_is_its_records():
     with open("docs/recipe.md") as f:
         text = f.read()
-    assert with_blocks(text, collect("results/abc64")) == text, (
-        "docs/recipe.md's calibrations table differs from results/abc64: run abcmini report "
-        "results/abc64 --out runs/abc64.md --readme docs/recipe.md"
+    assert with_blocks(text, collect("results/abc64"), collect("results/abc64-ablation")) == text, (
+        "docs/recipe.md's calibrations or departures table differs from its records: run abcmini "
+        "report results/abc64 --out runs/abc64.md --readme docs/recipe.md --beside results/abc64-ablation"
     )
-    assert "| addition | 60 | 99.8 |" in text  # the block is not empty
+    assert (
+        "| addition | 60 | 99.8 |" in text and "| Algorithm 1 | " in text
+    )  # the blocks are not empty
