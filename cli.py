@@ -496,28 +496,22 @@ def train(
 def dry_calibration(experiment) -> dict:
     """The experiment as the dry run prints it: the calibration named, with only the settings it
     reads, and only the rules that apply to the task."""
-    from abcmini.nn.rules import applying
     from abcmini.tasks import BLOCK_TASKS
 
     shown = experiment.to_dict()
     if experiment.calibration is None:
         return {"experiment": shown}
     settings = experiment.calibration
-    rules = applying(settings.rule_names(), experiment.run.task in BLOCK_TASKS)
-    name = (
-        f"abcmini procedure: rules {', '.join(rules) or 'none'}"
-        if settings.algorithm == "abc"
-        else settings.title()
-    )
+    name = settings.title(experiment.run.task in BLOCK_TASKS)
     return {"calibration": name, "experiment": {**shown, "calibration": settings.used()}}
 
 
 def check_calibration_options(name: str | None, given: dict) -> None:
     """Refuse a setting the named calibration does not read (``Calibration.used``)."""
+    from abcmini.config import ABC_ONLY
+
     unread = [
-        key
-        for key in ("rules", "min_support")
-        if given.get(key) not in (None, "none") and (name or "abc") != "abc"
+        key for key in ABC_ONLY if given.get(key) not in (None, "none") and (name or "abc") != "abc"
     ]
     if unread:
         raise UserError(

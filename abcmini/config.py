@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from abcmini.names import TASKS, ConfigError, check_int, check_task, is_binary, method_label
 from abcmini.nn.config import ARCHS, PRESETS, ModelConfig
-from abcmini.nn.rules import DEFAULT, RULES
+from abcmini.nn.rules import DEFAULT, RULES, applying
 from abcmini.nn.schemes import SCHEMES
 
 POOL_DIGITS = len(str(2**20))  # L_int: the longest operand in the pool has 7 digits
@@ -40,6 +40,9 @@ def why(default, reason: str, help: str = ""):
     """A recipe field: its value and the one-line reason for it (and, where the command line
     sets it, its help)."""
     return field(default=default, metadata={"why": reason, "help": help})
+
+
+ABC_ONLY = ("min_support", "rules")  # settings only abcmini's procedure reads
 
 
 @dataclass(frozen=True)
@@ -102,20 +105,18 @@ class Calibration:
         return rule_names(self.rules) if self.algorithm == "abc" else ()
 
     def used(self) -> dict:
-        """The settings this calibration reads: ``min_support`` and the rules are abcmini's only."""
+        """The settings this calibration reads: ``ABC_ONLY`` are abcmini's procedure's alone."""
         return {
-            k: v
-            for k, v in asdict(self).items()
-            if self.algorithm == "abc" or k not in ("min_support", "rules")
+            k: v for k, v in asdict(self).items() if self.algorithm == "abc" or k not in ABC_ONLY
         }
 
-    def title(self) -> str:
-        """The calibration's name as the dry run and the report print it."""
-        rules = self.rule_names()
+    def title(self, block: bool = False) -> str:
+        """The calibration's name, with the rules that apply to lines (or to ``block`` lines)."""
+        rules = applying(self.rule_names(), block)
         return {
             "paper": "Algorithm 1 (paper)",
             "authors": "authors' code (calcBias.py at 1d3a21d)",
-        }.get(self.algorithm, f"abcmini procedure: rules {', '.join(rules) if rules else 'none'}")
+        }.get(self.algorithm, f"abcmini procedure: rules {', '.join(rules) or 'none'}")
 
 
 def rule_names(spec: str) -> tuple[str, ...]:

@@ -29,11 +29,6 @@ BLOCK_RULES = (
     "band",
     "rank_own",
 )  # what block lines read (block_procedure)
-FRAME_ONLY = (
-    "operand_lines",
-    "padding",
-    "marker_verticals",
-)  # by their reasons: only where the frame changes
 
 
 def applying(rules, block: bool) -> tuple[str, ...]:

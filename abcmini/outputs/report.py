@@ -804,38 +804,29 @@ def departures(records: list[dict], ablation: list[dict]) -> str:
     """abcmini's departures from Algorithm 1 one at a time (``ablation``: the procedure with the
     rules of each record), beside Algorithm 1 and the whole procedure of ``records``: exact
     match (%) at 10 and 60 digits per task, seed 0."""
-    rows = {}
-    for record in [*records, *ablation]:
+    order = ["none", *RULES, "all"]
+    rows = {}  # label → (rank, {task: accuracy})
+    for record, ablated in [*((r, False) for r in records), *((r, True) for r in ablation)]:
         settings = record.get("calibration") or {}
-        if record["seed"] != 0:
+        algorithm = settings.get("algorithm", "abc")
+        if record["seed"] != 0 or algorithm == "authors":
             continue
-        if settings.get("algorithm") == "paper":
-            label = "Algorithm 1"
-        elif settings.get("algorithm", "abc") == "abc" and record in ablation:
-            label = f"procedure, κ_cross {settings['kappa_cross']:g}, rules {settings['rules']}"
-        elif settings.get("algorithm", "abc") == "abc":
-            label = (
-                f"procedure, κ_cross {settings['kappa_cross']:g}, rules {settings['rules']} (abc64)"
-            )
+        if algorithm == "paper":
+            label, rank = "Algorithm 1", (0, 0)
         else:
-            continue
-        rows.setdefault(label, {})[record["task"]] = record["accuracy"]
+            rules = settings["rules"]
+            label = f"procedure, κ_cross {settings['kappa_cross']:g}, rules {rules}"
+            if ablated:
+                rank = (1, order.index(rules) if rules in order else 0)
+            else:
+                label, rank = f"{label} (abc64)", (2, 0)
+        rows.setdefault(label, (rank, {}))[1][record["task"]] = record["accuracy"]
     tasks = ("successor", "addition", "nx1")
     lines = [
         "| calibration | " + " | ".join(f"{t} {n}" for t in tasks for n in (10, 60)) + " |",
         "|---|" + "---|" * 2 * len(tasks),
     ]
-    order = ["none", *RULES, "all"]
-
-    def rank(label: str) -> tuple:
-        rules = label.split("rules ")[-1].removesuffix(" (abc64)")
-        return (
-            label != "Algorithm 1",
-            label.endswith("(abc64)"),
-            order.index(rules) if rules in order else 0,
-        )
-
-    for label, accuracy in sorted(rows.items(), key=lambda row: rank(row[0])):
+    for label, (_, accuracy) in sorted(rows.items(), key=lambda row: row[1][0]):
         cells = [
             cell([accuracy[t][str(n)]]) if t in accuracy and str(n) in accuracy[t] else "–"
             for t in tasks
