@@ -43,11 +43,9 @@ from abcmini.recipes import RECIPES
 
 console = Console()
 errors = Console(stderr=True)
-RECIPE_HELP = " | ".join(RECIPES) + " | a YAML file (abcmini recipe)."
-WANDB = typer.Option(
-    True, "--wandb/--no-wandb", help="Track with Weights & Biases (offline without an API key)."
-)
-WANDB_PROJECT = typer.Option(None, help="wandb project [default: $WANDB_PROJECT or abcmini].")
+RECIPE_HELP = " | ".join(RECIPES) + " | FILE.yaml (abcmini recipe)."
+WANDB = typer.Option(True, "--wandb/--no-wandb", help="Track with wandb (offline without a key).")
+WANDB_PROJECT = typer.Option(None, help="wandb project [default: $WANDB_PROJECT].")
 DEVICE = typer.Option("auto", help="auto | cpu | cuda")
 
 
@@ -347,19 +345,17 @@ def train(
     task: str = cell_option("task"),
     method: str = cell_option("method"),
     seed: int = cell_option("seed"),
-    recipe: str = typer.Option("paper", help=RECIPE_HELP + " Every value below defaults to it."),
+    recipe: str = typer.Option("paper", help=RECIPE_HELP),
     window: int = cell_option("window"),
     period: int = cell_option("period"),
     growing: bool = typer.Option(
         False, "--growing", help="Growing geometry: pad width follows length."
     ),
     out: str = typer.Option(None, help="Run directory [default: runs/RECIPE/TASK/NAME]."),
-    source: str = typer.Option(
-        None, help="ABC: the Vanilla run to calibrate (trained first if unfinished)."
-    ),
+    source: str = typer.Option(None, help="ABC: the Vanilla run to calibrate."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
     proceed: bool = typer.Option(
-        False, "--continue", help="Continue the run if there is one, else start it (sweeps)."
+        False, "--continue", help="Continue the run if any, else start it."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the run in --out."),
     threads: int = typer.Option(None, min=1, help="Torch threads [default: torch's]."),
@@ -373,7 +369,7 @@ def train(
 ):
     """Train one cell of a recipe, evaluate it and write RUN_DIR/eval.json.
 
-    With --method abc: train Vanilla to interpolation (the source), calibrate its attention, retrain a fresh model with the bias; exactly what abcmini reproduce runs for the cell.
+    ABC trains Vanilla (the source), calibrates it and retrains with the bias.
     """
     from abcmini.config import rule_names
     from abcmini.names import canonical_method, check_task

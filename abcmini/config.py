@@ -53,7 +53,7 @@ class Calibration:
     algorithm: str = why(
         "abc",
         "abcmini's procedure: Algorithm 1 with the rules that carry its lines across frames",
-        "ABC: abc | paper (Algorithm 1) | authors (their code; both: --kappa-cross 4.5).",
+        "ABC: abc | paper (Algorithm 1) | authors.",
     )
 
     kappa_self: float = why(
@@ -62,30 +62,28 @@ class Calibration:
     kappa_cross: float = why(
         2.5,
         "a pad-10 frame has few cross lines; none stands the paper's 4.5 sigma out",
-        "ABC: cross-attention dropoff factor: keep d_l > μ + κσ.",
+        "ABC: cross-attention dropoff factor.",
     )
     min_support: float = why(
         0.5,
         "extend only lines crossing half of the trusted rows, and the last one",
-        "ABC: extend only lines crossing this fraction of the trusted rows (rule support).",
+        "ABC: support a line needs (rule support).",
     )
     samples: int = why(
         1000,
         "training inputs decoded to average the attention over",
-        "ABC: training inputs decoded to average the attention over.",
+        "ABC: inputs averaged over.",
     )
-    seed: int = why(
-        0, "seed of that subset of training inputs", "ABC: seed of that subset of training inputs."
-    )
+    seed: int = why(0, "seed of that subset of training inputs", "ABC: seed of those inputs.")
     min_accuracy: float = why(
         0.99,
         "refuse a source below this validation exact match: it has not interpolated",
-        "ABC: refuse a source below this validation exact match.",
+        "ABC: least validation of a source.",
     )
     rules: str = why(
         "all",
         "every rule beyond Algorithm 1 (abcmini recipe RECIPE lists them); none: the paper as written",
-        "ABC: the rules beyond Algorithm 1: all | none | names | all,-band (abcmini recipe lists them).",
+        "ABC: rules: all | none | a,b | all,-a.",
     )
 
     def __post_init__(self):
@@ -314,77 +312,68 @@ class RunConfig:
     arch: str = setting(
         _PAPER.arch,
         "shared",
-        "encoder-decoder (the paper's) | decoder (GPT-style: prompt and answer in one causal sequence).",
+        "encoder-decoder (the paper's) | decoder (GPT-style).",
     )
     scheme: str = setting("vanilla", "cell")  # the positional scheme: --method names it
-    period: int = setting(0, "cell", "CPI period T: positions i mod T (0: off).")
+    period: int = setting(0, "cell", "CPI period T (0: off).")
     cpi_from: str = setting(
         "start",
         "run",
-        "CPI: count input positions from the first token (start) or the last digit (end).",
+        "CPI counts positions from: start | end.",
     )
-    window: int | None = setting(None, "cell", "ABS window w (with a scheme as --method).")
+    window: int | None = setting(None, "cell", "ABS window w.")
     window_unit: str = setting(
         "column",
         "run",
-        "ABS on Addition and N×1: the window's w counts input columns (column) or operand pairs (pair).",
+        "ABS window counts: column | pair.",
     )
-    bias_file: str | None = setting(None, "run", "Train with a bias file from abcmini calibrate.")
+    bias_file: str | None = setting(None, "run", "Train with a bias file (abcmini calibrate).")
     preset: str = setting(_PAPER.preset, "shared", "Model size: paper | cpu | tiny.")
     layers: int | None = setting(
         None,
         "shared",
-        "Decoder layers (a decoder-only model's causal layers) [default: the preset's].",
+        "Decoder layers [default: the preset's].",
     )
     heads: int | None = setting(None, "shared", "Attention heads [default: the preset's].")
-    d_model: int | None = setting(
-        None, "shared", "Model width; the feed-forward width is 4x [default: the preset's]."
-    )
+    d_model: int | None = setting(None, "shared", "Model width [default: the preset's].")
     max_position: int | None = setting(
         None,
         "shared",
-        "random, abacus, coupling: positions in their range or table [default: 2048, 512, 512].",
+        "Position ids of random, abacus, coupling.",
     )
-    coupling_levels: int = setting(1, "run", "Coupling's levels: 2 on multiadd, 3 on multiply.")
+    coupling_levels: int = setting(1, "run", "Coupling's levels (multiadd 2, multiply 3).")
     enc_layers: int | None = setting(None, "run", "Encoder depth (0: no encoder).")
     pe_scale: float = setting(1.0, "run", "Amplitude of the sinusoidal encoding.")
     pad_width: int | None = setting(
-        _PAPER.pad_width, "shared", "The fixed frame: operands padded to this many digits."
+        _PAPER.pad_width, "shared", "Frame: operands padded to this many digits."
     )
-    frame_spread: int = setting(
-        0, "run", "Train each batch in a frame of --pad-width plus 0 … this many digits."
-    )
+    frame_spread: int = setting(0, "run", "Batches in frames of pad width + 0 … this.")
     operand_lengths: str = setting(
         "equal",
         "run",
-        "+varied: operands all of the batch's length (equal), or one so and "
-        "the others shorter, zero-padded (unequal: Coupling's and Abacus's data).",
+        "+varied operands: equal | unequal lengths.",
     )
     varied: bool = setting(
         False, "cell"
     )  # each batch one length of 1…train_digits in a frame of that length; tests in a frame of theirs
-    seed: int = setting(0, "cell", "Seed of the initialisation and batch order.")
-    data_seed: int = setting(0, "shared", "Seed of the number pool and its train/validation split.")
+    seed: int = setting(0, "cell", "Seed of initialisation and batches.")
+    data_seed: int = setting(0, "shared", "Seed of the pool and its validation split.")
     # 7: the paper's pool of [0, 2^20] (train_numbers pool); past it numbers of uniformly random length, digit by digit
-    train_digits: int = setting(
-        POOL_DIGITS, "shared", "Longest training number (7: see --train-numbers)."
-    )
+    train_digits: int = setting(POOL_DIGITS, "shared", "Longest training number.")
     # the pool's 7-digit numbers are 1,000,000-1,048,576: their top two digits never vary
     train_numbers: str = setting(
         "pool",
         "shared",
-        "pool: at 7 digits the paper's [0, 2^20]; uniform: every digit drawn (as past 7).",
+        "pool (the paper's, 7 digits) | uniform.",
     )
     steps: int = setting(_PAPER.steps, "run", "Step cap.")
     batch_size: int = setting(_PAPER.batch_size, "shared", "Examples per optimizer step.")
     lr: float = setting(_PAPER.lr, "shared", "Peak learning rate (warmup, cosine decay).")
     warmup: int = setting(_PAPER.warmup, "shared", "Warmup steps.")
-    stop_at: float | None = setting(None, "run", "Stop once validation exact match reaches this.")
-    train_on: float = setting(1.0, "run", "…then train on to this multiple of that step.")
+    stop_at: float | None = setting(None, "run", "Stop once validation reaches this.")
+    train_on: float = setting(1.0, "run", "…then train on to this multiple of it.")
     min_steps: int = setting(0, "run", "…and to at least this step (a floor).")
-    eval_every: int = setting(
-        _PAPER.eval_every, "shared", "Validate and checkpoint every this many steps."
-    )
+    eval_every: int = setting(_PAPER.eval_every, "shared", "Validate and checkpoint every N steps.")
     valid_size: int = setting(_PAPER.valid_size, "shared", "Validation examples.")
 
     def __post_init__(self):
@@ -584,14 +573,14 @@ CALIBRATION_FIELDS = tuple(f.name for f in fields(Calibration))
 EXPERIMENT_FIELDS = {  # a cell's fields beyond its run and calibration: (type, help)
     "abc_pad_width": (
         int,
-        "ABC: the frame its source trains in, and its retraining from there (tested in --pad-width's).",
+        "ABC: frame of its source and retraining.",
     ),
-    "lengths": (tuple, "Test lengths in digits, comma-separated [default: the recipe's]."),
+    "lengths": (tuple, "Test lengths in digits, comma-separated."),
     "test_frame": (
         str,
-        "fixed: test in the training frame; follows: a frame grown with each length [default: the recipe's].",
+        "Test frame: fixed | follows (grows).",
     ),
-    "test_seed": (int, "Seed of the test numbers [default: the recipe's]."),
+    "test_seed": (int, "Seed of the test numbers."),
 }
 OVERRIDABLE = (
     RUN_FIELDS + CALIBRATION_FIELDS + tuple(EXPERIMENT_FIELDS)
@@ -619,8 +608,7 @@ def _kind(annotation) -> type:
 
 METHOD_HELP = (
     " | ".join((*SCHEMES, "abc"))
-    + ", or ABS: +w=1 | +T=3 | NoPE+w=1 | vanilla+w=2+T=4 …; a final +varied "
-    "(abacus+varied) trains on every length of 1–7 digits, no leading zeros."
+    + "; ABS: +w=W, +T=T (nope+w=1); +varied: lengths 1–7 (abacus+varied)."
 )
 CELL_OPTIONS = {  # a cell's identity: ``abcmini train``'s options beside OPTIONS, option → (default, help)
     "task": (RunConfig.task, _help("task")),
