@@ -32,9 +32,9 @@ def empty_cwd(tmp_path, monkeypatch):
 
 @pytest.fixture
 def script(monkeypatch):
-    """``script(NAME)``: ``scripts/NAME.py`` as a module, with ``scripts/`` on the path for the
+    """``script(NAME)``: ``lab/NAME.py`` as a module, with ``lab/`` on the path for the
     scripts it imports, as when it runs from there."""
-    folder = os.path.join(ROOT, "scripts")
+    folder = os.path.join(ROOT, "lab")
     monkeypatch.syspath_prepend(folder)
 
     def load(name: str):

@@ -1,6 +1,6 @@
-"""``scripts/common_protocol.py``: its budget (which runs have converged and which go on with the
+"""``lab/common_protocol.py``: its budget (which runs have converged and which go on with the
 cap doubled, read from the validation history in a run's checkpoint and its test at its longest
-training length), the sweep's frames and plot; and ``scripts/mix_bias.py``, with which the
+training length), the sweep's frames and plot; and ``lab/mix_bias.py``, with which the
 sweep's ABC cells at 15 digits were taken apart."""
 
 import os
@@ -138,7 +138,7 @@ def test_abc_in_the_sweep_is_tested_with_the_leading_zeros_it_trained_with(scrip
 
 
 def test_mix_bias_takes_the_named_attentions_and_heads_from_the_other_file(tmp_path):
-    """``scripts/mix_bias.py``: the bias it writes is the base's, with the named attention, or one
+    """``lab/mix_bias.py``: the bias it writes is the base's, with the named attention, or one
     head of it, materialized exactly as the other file's; files of different head counts, or an
     output that exists, are one line of error, exit 2, and leave the files as they were."""
 
@@ -157,7 +157,7 @@ def test_mix_bias_takes_the_named_attentions_and_heads_from_the_other_file(tmp_p
         save_bias(str(tmp_path / name), payload)
     script = [
         sys.executable,
-        os.path.join(ROOT, "scripts", "mix_bias.py"),
+        os.path.join(ROOT, "lab", "mix_bias.py"),
         *(str(tmp_path / f) for f in ("a.pt", "b.pt")),
     ]
     made = lambda path, kind: LineBias.from_state(load_bias(str(path))["bias"][kind])(9, 9)  # noqa: E731

@@ -61,7 +61,7 @@ def test_a_screened_pass_gives_greedy_decodings_verdict(arch, scheme, scaffold):
 
 @pytest.mark.integration  # a lab script: the second tier
 def test_the_error_scripts_format_an_aligned_run_as_its_evaluation_does(tmp_path, script):
-    """``scripts/first_errors.py`` and ``scripts/block_errors.py`` read a run's test numbers in
+    """``lab/first_errors.py`` and ``lab/block_errors.py`` read a run's test numbers in
     the run's own input: an Addition run with a window sees its operands interleaved."""
     cfg = RunConfig(
         task="addition",

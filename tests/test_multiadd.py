@@ -398,12 +398,12 @@ def test_the_recipes_own_test_lengths_fit_this_machine(task):
     assert json.loads(result.stdout)["experiment"]["lengths"] == [7, 14, 35]
 
 
-SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
+SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lab")
 
 
 @pytest.mark.integration  # a lab script: the second tier
 def test_line_focus_puts_each_rows_attention_on_the_lines_it_reads(script):
-    """``scripts/line_focus.py``: an attention that follows two lines, (0, −1) and the previous
+    """``lab/line_focus.py``: an attention that follows two lines, (0, −1) and the previous
     separator, weighs 1 in all on those lines in the rows that have both, and nothing elsewhere."""
     line_focus = script("line_focus")
     width, blocks = 9, 5
@@ -426,7 +426,7 @@ def test_line_focus_puts_each_rows_attention_on_the_lines_it_reads(script):
 
 @pytest.mark.integration  # a lab script: the second tier
 def test_set_lines_closes_or_ranks_the_named_lines_of_one_head_and_nothing_else(tmp_path):
-    """``scripts/set_lines.py``: the bias file it writes differs from its input in the named
+    """``lab/set_lines.py``: the bias file it writes differs from its input in the named
     cells alone (closed, or given the named value); a line the head does not have is one line
     of error, exit 2, and no file."""
     values = torch.full((2, 2, 4), NEG_INF)  # d from −1, ℓ from −2, marker last

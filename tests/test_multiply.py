@@ -51,7 +51,7 @@ def test_the_worked_example_and_random_products_are_partial_sums():
 
 @pytest.mark.integration  # a lab script: the second tier
 def test_row_carries_write_the_scratchpads_digits_and_add_the_carry_of_the_digits_below(script):
-    """``scripts/carry_errors.py``: its digits are the formatted target's digit rows, in order,
+    """``lab/carry_errors.py``: its digits are the formatted target's digit rows, in order,
     and the carry into digit ``i`` of ``s_j`` is ``(s_{j−1} mod 10^i + (a mod 10^(i−j))·b_j·10^j) // 10^i``."""
     carry_errors = script("carry_errors")
     a, b = extrapolation_operands("multiply", 6, 0)
@@ -214,7 +214,7 @@ def test_calibration_recovers_the_product_lines_the_attention_follows():
 def block_lines_cells(
     tmp_path, task: str, width: int, cross: torch.Tensor, rules: str, label: str
 ) -> dict[str, str]:
-    """``scripts/block_lines.py`` on a one-layer bias file holding ``cross`` as ``Ā``: head 0's
+    """``lab/block_lines.py`` on a one-layer bias file holding ``cross`` as ``Ā``: head 0's
     row ``label`` of the cross-attention, each cell (value and mark) by its ``ℓ``."""
     path = tmp_path / f"{task}-{rules}.pt"
     n_q = cross.shape[-2]
@@ -238,7 +238,7 @@ def block_lines_cells(
         },
     )
     printed = subprocess.run(
-        [sys.executable, os.path.join("scripts", "block_lines.py"), str(path), "cross"],
+        [sys.executable, os.path.join("lab", "block_lines.py"), str(path), "cross"],
         cwd=os.path.dirname(os.path.dirname(__file__)),
         capture_output=True,
         text=True,
@@ -255,7 +255,7 @@ def test_the_carrys_line_on_a_is_kept_alone_and_a_lone_lag_line_of_multiadd_is_n
     """A head reading a only at the carry's digit ``a_{i−j−1}`` (ℓ −1) keeps that line under every
     rule (multiply reads two digits of a, rule band does not cut its product lines), where a
     multiadd head reading only the operand digit below its own loses it to rule band (``b`` in
-    scripts/block_lines.py: the dropoff keeps it, the band cuts it)."""
+    lab/block_lines.py: the dropoff keeps it, the band cuts it)."""
     width = 5
     n_src, n_q = sequence_lengths("multiply", width)
     a_col, b_col = reads(width)

@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 )
 def test_a_scripted_table_is_its_records(script, page, marker):
     printed = subprocess.run(
-        [sys.executable, os.path.join("scripts", script), "table"],
+        [sys.executable, os.path.join("lab", script), "table"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -4,11 +4,11 @@ batch 1,000, unequal operands) tested to 200 digits; Abacus on 1–20 digits wit
 operand lengths, tested to 100, in a model a few minutes of one GPU can train (8 layers, d 512,
 where McLeish et al. train 16 layers of d 1024 for a day).
 
-``python scripts/papers_scale.py NAME SECONDS [--device DEVICE]``: time ``PROBE`` steps, set the step cap
+``python lab/papers_scale.py NAME SECONDS [--device DEVICE]``: time ``PROBE`` steps, set the step cap
 so that training fills about SECONDS, train (the budget rule of every run: 99.9% validation,
 then 3× that step, or the cap), test, and write
 ``results/experiments/own-papers/gpu/addition-NAME-s0.json`` with the device's name in it.
-``python scripts/papers_scale.py NAME --steps STEPS``: the same with the cap given (no probe),
+``python lab/papers_scale.py NAME --steps STEPS``: the same with the cap given (no probe),
 as for a paper's own step count.
 """
 
@@ -17,8 +17,8 @@ import json
 import os
 import shutil
 
-from one_thread import abcmini  # scripts/one_thread.py
-from own_papers import shape  # scripts/own_papers.py
+from one_thread import abcmini  # lab/one_thread.py
+from own_papers import shape  # lab/own_papers.py
 
 OUT = os.path.join("results", "experiments", "own-papers", "gpu")
 PROBE, EVERY = 100, 250  # steps timed to size the cap; validation and checkpoint interval

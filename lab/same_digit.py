@@ -5,7 +5,7 @@ recipes' Addition cells".
 (the cell with the rule: ``abcmini train --recipe RECIPE --task addition --method abc --seed
 SEED --rules all,same_digit``) and, where it ran, ``…-without-rule.json`` (the same source,
 copied into a run directory of its own, calibrated without the rule and retrained: the cell's
-command with ``--out DIR``). ``python scripts/same_digit.py table`` prints the page's table: the
+command with ``--out DIR``). ``python lab/same_digit.py table`` prints the page's table: the
 cross lines the rule opens and closes (from the records' ``lines``), the steps, and exact match
 with the rule, without it on the same source, and in the recipe's own record (trained at an
 earlier commit, before the rule).

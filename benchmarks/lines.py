@@ -1,8 +1,8 @@
-"""Lines of code by layer at a commit: ``python scripts/lines.py [COMMIT]`` (default HEAD).
+"""Lines of code by layer at a commit: ``python benchmarks/lines.py [COMMIT]`` (default HEAD).
 
 The library is ``abcmini/nn/`` (before it was a folder: the modules the library test named),
 the harness every other module of ``abcmini/``, then ``cli.py``, ``tests/``, and outside the
-package ``scripts/``, ``benchmarks/`` and ``lab/``; every line of each ``.py`` file counts, as
+package ``scripts/`` (where it still exists), ``benchmarks/`` and ``lab/``; every line of each ``.py`` file counts, as
 ``wc -l`` counts it.
 """
 

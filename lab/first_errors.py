@@ -1,4 +1,4 @@
-"""Where a run's answers first go wrong: ``python scripts/first_errors.py RUN_DIR LENGTH PAD_WIDTH [N]``.
+"""Where a run's answers first go wrong: ``python lab/first_errors.py RUN_DIR LENGTH PAD_WIDTH [N]``.
 
 Decodes N (default 3,000) test numbers of LENGTH digits (test seed 0) in a frame of PAD_WIDTH and
 counts, over the wrong answers, how many first go wrong right after two output zeros and how many

@@ -1,7 +1,7 @@
 """Where a trained multiadd model's attention goes, line by line, in chosen rows
 (docs/multi-operand.md, "Why seed 1 breaks at 14 digits").
 
-``python scripts/line_focus.py RUN_DIR LENGTH ROWS [ROWS ...] [--examples N] [--from-block B]
+``python lab/line_focus.py RUN_DIR LENGTH ROWS [ROWS ...] [--examples N] [--from-block B]
 [--lines K]``: the first N (default 100) examples of the test set at LENGTH, one teacher-forced
 pass; per decoder layer, attention (self, cross) and head, the mean weight each block line
 ``(d, ℓ)`` gets (``(d, m)``: the block's marker) in the digit rows of significance ROWS (``A-B``,
@@ -13,7 +13,7 @@ but other digits show whether that choice carries over.
 import argparse
 
 import torch
-from block_errors import test_examples  # scripts/block_errors.py
+from block_errors import test_examples  # lab/block_errors.py
 from einops import rearrange
 
 from abcmini.errors import InputError

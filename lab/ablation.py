@@ -1,14 +1,14 @@
 """The calibration ablation of docs/recipe.md: Algorithm 1 as written, then abcmini's procedure
 with each rule beyond it taken out in turn.
 
-``python scripts/ablation.py run TASK SEED [ROW ...]``: the cell (TASK, abc, SEED) under the recipe
+``python lab/ablation.py run TASK SEED [ROW ...]``: the cell (TASK, abc, SEED) under the recipe
 ``paper64`` (ABC trains the same runs in every recipe; ``paper64`` tests in the paper's pad-64
 frame). It trains the Vanilla source once, calibrates it once per row, retrains each distinct
 bias (a row whose bias equals an earlier row's would retrain the same model, so it names that
 row instead), tests at 60 digits in the pad-64 frame and at 500 in a frame of 505 (``eval
 --test-frame follows``), and writes one record per row to
 ``results/experiments/ablation/TASK-ROW-sSEED.json``.
-``python scripts/ablation.py table`` prints the table from those records: a cell holds one value
+``python lab/ablation.py table`` prints the table from those records: a cell holds one value
 per seed, in the order of the seeds column.
 """
 
@@ -18,7 +18,7 @@ import os
 import sys
 
 import torch
-from one_thread import abcmini  # scripts/one_thread.py
+from one_thread import abcmini  # lab/one_thread.py
 
 from abcmini.nn.rules import BLOCK_ONLY, DEFAULT
 

@@ -1,5 +1,5 @@
 """What a block task's averaged attention reads, line by line, and what the calibration keeps:
-``python scripts/block_lines.py BIAS_FILE [self|cross]`` (docs/multi-operand.md).
+``python lab/block_lines.py BIAS_FILE [self|cross]`` (docs/multi-operand.md).
 
 For a bias file of ``multiadd`` or ``multiply`` (``abcmini calibrate`` or a cell's
 ``abc_bias.pt``: it holds the source's averaged attention ``Ā``), per decoder layer, head and

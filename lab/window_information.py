@@ -1,4 +1,4 @@
-"""What Addition NoPE+w=1 can know: ``python scripts/window_information.py LAYERS LENGTH [N]``.
+"""What Addition NoPE+w=1 can know: ``python lab/window_information.py LAYERS LENGTH [N]``.
 
 With the pair window (w = 1) and no positional encoding, decoder row ``t`` (emitting answer digit
 ``t + 1``) reads the digits of operand pairs ``t − 1 … t + 1`` as a multiset, and each decoder

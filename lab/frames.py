@@ -1,5 +1,5 @@
 """One run's exact match at one length in frames of several widths:
-``python scripts/frames.py RUN_DIR LENGTH PAD_WIDTH [PAD_WIDTH …]``.
+``python lab/frames.py RUN_DIR LENGTH PAD_WIDTH [PAD_WIDTH …]``.
 
 Tells a method limited by the frame (the sequence grew past the training one) from one limited by
 the length (digits that were always leading zeros in training): the same numbers, tested in the

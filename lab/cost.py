@@ -1,4 +1,4 @@
-"""What a reproduction root's records cost: ``python scripts/cost.py ROOT [SEEDS]``.
+"""What a reproduction root's records cost: ``python lab/cost.py ROOT [SEEDS]``.
 
 Per task: the cells and records under ``ROOT/TASK/METHOD-sSEED/eval.json``, their training
 seconds (ABC: its source's training, ``interpolation_seconds``, plus the retraining) and test

@@ -1,7 +1,7 @@
 """An ABC bias file made of two: one file's lines with some attention's heads taken from another
 (docs/todays-methods.md, "The sweep at 15 digits": which lines of a calibration make it fail).
 
-``python scripts/mix_bias.py BASE OTHER OUT PART [PART ...]``: OUT holds BASE's lines except in
+``python lab/mix_bias.py BASE OTHER OUT PART [PART ...]``: OUT holds BASE's lines except in
 each PART, which holds OTHER's: ``self`` or ``cross`` (a whole attention) or ``cross:H`` (head H
 of it). Both files are calibrations of the paper's tasks for the same task, heads and frame.
 Saved as ``abc_bias.pt`` in a run directory that holds a source (``source/``), an ABC run there

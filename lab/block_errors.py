@@ -1,6 +1,6 @@
 """Where a block output goes wrong (docs/multi-operand.md, "What broke first" and "First run").
 
-``python scripts/block_errors.py RUN_DIR LENGTHS [EXAMPLES] [--rows]``: for a trained multiadd or
+``python lab/block_errors.py RUN_DIR LENGTHS [EXAMPLES] [--rows]``: for a trained multiadd or
 multiply run, the first EXAMPLES (default 200) of each length's test set in the frame the run is
 tested in, one teacher-forced pass: exact match, and per block the accuracy of its least accurate
 row (a separator row at 0% is an output that ends, or goes on, in the wrong place); ``--rows``

@@ -1,8 +1,8 @@
 """A multiadd or multiply bias file with some of one head's block lines closed or ranked
 (docs/multi-operand.md, "Why seed 1 breaks at 14 digits").
 
-``python scripts/set_lines.py BIAS_FILE OUT self|cross HEAD LINE [LINE ...]``: LINE is ``d:ℓ``
-(block offset and digit offset, as ``scripts/block_lines.py`` prints them) or ``d:m`` (the
+``python lab/set_lines.py BIAS_FILE OUT self|cross HEAD LINE [LINE ...]``: LINE is ``d:ℓ``
+(block offset and digit offset, as ``lab/block_lines.py`` prints them) or ``d:m`` (the
 block's marker), which closes that open line, or ``d:ℓ=VALUE``, which gives it the bias VALUE
 (a logit added before the softmax: lines a head should prefer get more). OUT is a new bias file;
 saved as ``abc_bias.pt`` in a fresh run directory, an ABC run there (``abcmini train --method abc

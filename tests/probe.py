@@ -26,10 +26,10 @@ bound fails instead of starving the machine.
 
 Run it (as root: tmpfs mounts, capability dropping for unreadable files) from the repository:
 
-    python scripts/probe.py                 # every family
-    python scripts/probe.py --family 5 6    # some of them
-    python scripts/probe.py --keep          # keep the directories of failing cases
-    python scripts/probe.py --resume --reuse-fixtures   # go on with a run that was stopped
+    python tests/probe.py                 # every family
+    python tests/probe.py --family 5 6    # some of them
+    python tests/probe.py --keep          # keep the directories of failing cases
+    python tests/probe.py --resume --reuse-fixtures   # go on with a run that was stopped
 
 It prints one markdown table row per family and writes the table to probe.md and every case's
 commands, outputs and findings to probe.json (``--md``, ``--json``: elsewhere). Only one command runs at a

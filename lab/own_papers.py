@@ -3,10 +3,10 @@
 input the papers train on (``+varied``: numbers of every length up to ``--train-digits``), the
 method's own depth, heads, width and position range, tested at multiples of its training length.
 
-``python scripts/own_papers.py run NAME [SEED]``: train and test one run of ``RUNS`` (one
+``python lab/own_papers.py run NAME [SEED]``: train and test one run of ``RUNS`` (one
 thread) and write ``results/experiments/own-papers/addition-NAME-sSEED.json``.
-``python scripts/own_papers.py table``: the page's table from those records and from the GPU
-runs of ``scripts/papers_scale.py`` (``OUT/gpu``), each beside its paper's figure
+``python lab/own_papers.py table``: the page's table from those records and from the GPU
+runs of ``lab/papers_scale.py`` (``OUT/gpu``), each beside its paper's figure
 (``abcmini.outputs.published``).
 """
 
@@ -16,7 +16,7 @@ import os
 import shutil
 import sys
 
-from one_thread import abcmini  # scripts/one_thread.py
+from one_thread import abcmini  # lab/one_thread.py
 
 from abcmini.outputs.published import ANCHORS
 

@@ -1,6 +1,6 @@
 """Today's methods on one protocol, fair to all: docs/todays-methods.md, "One protocol".
 
-Each method runs in its own paper's shape (``SHAPES``, scaled as in ``scripts/own_papers.py``)
+Each method runs in its own paper's shape (``SHAPES``, scaled as in ``lab/own_papers.py``)
 on the input its paper trains on (``+varied``: numbers of every length up to the training
 length, drawn digit by digit as the papers draw them: ``--train-numbers uniform``; the first
 cells drew them from the paper's pool, whose 7-digit numbers all begin 10, and their records
@@ -18,14 +18,14 @@ Tests run at ``lengths(digits)`` in order and stop after the first length below 
 that fails at 20 digits is not tested at 500 (the table says so). That keeps a failing cell's
 test to minutes instead of an hour.
 
-``python scripts/common_protocol.py run TASK METHOD SEED [DIGITS]``: train and test one cell (one
+``python lab/common_protocol.py run TASK METHOD SEED [DIGITS]``: train and test one cell (one
 thread) and write ``results/experiments/common-protocol/TASK-METHOD-uniform-sSEED.json`` (with
 ``-trainDIGITS`` instead of ``-uniform`` when the training length is not 7, where every draw is
 digit by digit); it resumes where it stopped. METHOD ``abc`` is ABC's cell of the ``decoder``
 recipe: the floor of the others at a training length other than 7 (at 7 the ``decoder``
 records give it, trained on the paper's pool).
-``python scripts/common_protocol.py table``: the page's tables from those records;
-``python scripts/common_protocol.py plot PNG``: the sweep as a figure (``sweep_plot``).
+``python lab/common_protocol.py table``: the page's tables from those records;
+``python lab/common_protocol.py plot PNG``: the sweep as a figure (``sweep_plot``).
 """
 
 import glob
@@ -39,7 +39,7 @@ import statistics
 import sys
 
 from matplotlib.figure import Figure  # no pyplot: no backend, no global figure state
-from one_thread import abcmini  # scripts/one_thread.py
+from one_thread import abcmini  # lab/one_thread.py
 
 from abcmini.config import (
     POOL_DIGITS as POOL,

@@ -1,6 +1,6 @@
 """A multiply run's errors by the carry each row adds (docs/multi-operand.md, "Where the three seeds break").
 
-``python scripts/carry_errors.py RUN_DIR LENGTH [EXAMPLES]``: the first EXAMPLES (default 1,000)
+``python lab/carry_errors.py RUN_DIR LENGTH [EXAMPLES]``: the first EXAMPLES (default 1,000)
 of the test set at LENGTH, one teacher-forced pass; per carry value, how many digit rows add it
 and how many of those the model gets wrong, and over the wrong rows, how far the digit is off
 (predicted − true, mod 10); beside it, each carry's share of the digit rows of 10,000 training
@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 
 import torch
-from block_errors import test_examples  # scripts/block_errors.py
+from block_errors import test_examples  # lab/block_errors.py
 
 from abcmini.nn.biases import output_coordinates
 from abcmini.tasks import Pool, extrapolation_operands, pad_digits, training_operands

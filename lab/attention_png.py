@@ -2,7 +2,7 @@
 training length and at 100 digits, for its source (top) and its retrained model (bottom), side by
 side in one PNG.
 
-``python scripts/attention_png.py RUN_DIR OUT.png`` where RUN_DIR is an ABC cell trained with
+``python lab/attention_png.py RUN_DIR OUT.png`` where RUN_DIR is an ABC cell trained with
 tracking on (offline is enough), e.g. ``abcmini train --recipe quick --task successor --method abc
 --seed 0 --out runs/quick-abc``.
 """
