@@ -10,6 +10,7 @@ import glob
 import inspect
 import io
 import os
+import re
 import signal
 import sys
 import threading
@@ -240,6 +241,8 @@ class ConsoleHooks:
     """A cell's progress on the console: a bar with an ETA for training and for each test length
     on a terminal, a plain line per validation and per length otherwise."""
 
+    waiting = None  # pipeline.Hooks.waiting
+
     def __init__(self):
         self.progress = self.bar = None
 
@@ -394,16 +397,15 @@ def train(
         lengths = fields["lengths"] and parse_integers(fields["lengths"], "--lengths", minimum=1)
         bias = fields["bias"]
     from abcmini import experiment as ex
+    from abcmini.bias_files import check_bias_matches, load_bias
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, check_cell_evaluation, run_cell, use_threads
     from abcmini.store import (
         CALIBRATION_FIGURES,
-        check_bias_matches,
         check_ours,
         check_run_dir,
         clear_run,
         has_run,
-        load_bias,
         lock_run,
     )
 
@@ -423,6 +425,12 @@ def train(
         root = os.path.join("runs", chosen.name)
         if out == "":
             raise UserError("--out is empty; name a run directory")
+        if source == "":
+            raise UserError("--source is empty; name the Vanilla run to calibrate")
+        if source is not None and experiment.source is None:
+            raise UserError(
+                f"--source names ABC's Vanilla source; --method {method} calibrates none"
+            )
         run_dir = out or ex.cell_dir(root, experiment)
         source_dir = None
         if experiment.source is not None:
@@ -483,8 +491,10 @@ def train(
                     highlight=False,
                 )
         use_threads(threads)
+        hooks = ConsoleHooks()
+        hooks.waiting = waiting  # --continue waits for a source another process trains
         record = run_cell(
-            experiment, run_dir, source_dir, device, ConsoleHooks(), Tracking(wandb, wandb_project)
+            experiment, run_dir, source_dir, device, hooks, Tracking(wandb, wandb_project)
         )
     print_accuracy(record)
 
@@ -590,16 +600,11 @@ def calibrate_command(
         given_recipe = recipe and load_recipe(recipe)
     from dataclasses import asdict, replace
 
+    from abcmini.bias_files import is_same_calibration
     from abcmini.experiment import run_config_of
     from abcmini.limits import check_memory, check_writable
     from abcmini.pipeline import Tracking, calibrate_stage, experiment_of
-    from abcmini.store import (
-        CALIBRATION_FIGURES,
-        check_ours,
-        is_same_calibration,
-        load_checkpoint,
-        lock_run,
-    )
+    from abcmini.store import CALIBRATION_FIGURES, check_ours, load_checkpoint, lock_run
 
     with user_errors():
         recorded = experiment_of(run_dir)
@@ -1090,7 +1095,20 @@ def workspace_command(
 
 def main():
     commit()  # the code this process runs: a record written hours later names it
-    app()
+    try:
+        app()
+    except (ImportError, OSError, RuntimeError, MemoryError) as error:  # e.g. under ulimit -v
+        if not isinstance(error, MemoryError) and not re.search(
+            "allocate memory|out of memory|map segment", str(error)
+        ):
+            raise
+        errors.print(
+            f"error: out of memory ({str(error).splitlines()[-1][:120] if str(error) else 'MemoryError'}); "
+            "a limit such as ulimit -v leaves too little: raise it, or lower --batch-size or --lengths",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ activations of ``[b n d]`` per layer. A run it refuses could not have fit.
 """
 
 import os
+import resource
 import tempfile
 from dataclasses import replace
 
@@ -39,11 +40,20 @@ def step_bytes(
 
 
 def available_bytes(device) -> int:
-    """Memory the device can give: a GPU's free memory, or the host's physical memory."""
+    """Memory the device can give: a GPU's free memory, or the host's physical memory, at most
+    what this process's limits (``ulimit -v``, ``-d``) leave."""
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    page = os.sysconf("SC_PAGE_SIZE")
+    have = page * os.sysconf("SC_PHYS_PAGES")
+    with open("/proc/self/statm") as f:  # pages: whole address space, …, data and stack
+        fields = [int(n) * page for n in f.read().split()]
+    for limit, used in ((resource.RLIMIT_AS, fields[0]), (resource.RLIMIT_DATA, fields[5])):
+        soft = resource.getrlimit(limit)[0]
+        if soft != resource.RLIM_INFINITY:
+            have = min(have, soft - used)  # torch and Python already hold part of it
+    return max(have, 0)
 
 
 def check_memory(cfg: RunConfig, device, samples: int = 0, what: str = "training") -> None:
@@ -51,8 +61,9 @@ def check_memory(cfg: RunConfig, device, samples: int = 0, what: str = "training
     a calibration of ``samples`` inputs in batches of 500) cannot fit in memory."""
     src, tgt = sequence_lengths(cfg.task, cfg.train_pad_width, cfg.aligned)
     examples = lambda n: 24 * n * (src + 2 * tgt)  # noqa: E731 — building n int64 examples peaks at about 2.1× what they keep (measured)
+    widest = replace(cfg, pad_width=cfg.train_pad_width + cfg.frame_spread)  # a batch's frame
     needs = max(
-        step_bytes(cfg, cfg.batch_size) + examples(cfg.valid_size),
+        step_bytes(widest, cfg.batch_size) + examples(cfg.valid_size),
         step_bytes(cfg, min(cfg.valid_size, 1000), grad=False) + examples(cfg.valid_size),
         step_bytes(cfg, min(samples, 500), grad=False) + examples(samples),
     )
@@ -60,8 +71,9 @@ def check_memory(cfg: RunConfig, device, samples: int = 0, what: str = "training
     if needs > have:
         raise UserError(
             f"{what} with batch size {cfg.batch_size}, pad width {cfg.train_pad_width}"
+            f"{f' (+{cfg.frame_spread} frame spread)' if cfg.frame_spread else ''}"
             f"{f' and {samples} samples' if samples else ''}, {cfg.valid_size:,} validation examples needs about {needs / GIB:,.1f} GiB of memory; "
-            f"this machine has {have / GIB:,.1f} GiB (lower --batch-size, --pad-width, --valid-size or --samples)"
+            f"this process may use {have / GIB:,.1f} GiB (lower --batch-size, --pad-width, --frame-spread, --valid-size or --samples)"
         )
 
 

@@ -7,12 +7,13 @@ and the retraining, tied by group and by artifacts (source model → bias → re
 
 import os
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 
 import torch
 
 from abcmini import __version__, commit
+from abcmini.bias_files import load_bias, save_bias
 from abcmini.config import Calibration, check_test_frame
 from abcmini.errors import UserError
 from abcmini.evaluate import GeometryError, extrapolation_hits, final_accuracy, pad_width_for
@@ -41,13 +42,11 @@ from abcmini.outputs.track import ID_FILE, Tracker, artifact_name, run_config, u
 from abcmini.store import (
     CHECKPOINT,
     checkpoint_identity,
-    load_bias,
     load_checkpoint,
     lock_run,
     read_eval,
     read_eval_of,
     read_experiment,
-    save_bias,
     write_eval,
     write_experiment,
 )
@@ -81,7 +80,10 @@ class Tracking:
 
 class Hooks:
     """What a caller sees of a cell while it runs (the CLI prints; ``reproduce``'s workers stay
-    quiet). Every hook does nothing by default."""
+    quiet). Every hook does nothing by default. ``waiting``: called with one line when a
+    directory the cell needs is in use and the cell waits for it (None: refuse instead)."""
+
+    waiting = None
 
     @contextmanager
     def training(self, role: str, trainer: Trainer):
@@ -611,6 +613,14 @@ def evaluate(
     return merged
 
 
+def source_lock(source_dir: str, waiting=None):
+    """The lock of ABC's source while it trains (``store.lock_run``); none on a source this user
+    cannot write (a shipped one in a read-only tree), which is only read."""
+    if os.path.isdir(source_dir) and not os.access(source_dir, os.W_OK):
+        return nullcontext()
+    return lock_run(source_dir, waiting=waiting)
+
+
 def train_source(
     experiment: Experiment,
     run_dir: str,
@@ -679,9 +689,10 @@ def run_cell(
     uses = None
     if experiment.calibration is not None:
         source_experiment = experiment.source_experiment()
-        source = train_source(
-            source_experiment, source_dir, device, hooks, tracking, experiment.identity
-        )
+        with source_lock(source_dir, hooks.waiting):  # no second process trains it meanwhile
+            source = train_source(
+                source_experiment, source_dir, device, hooks, tracking, experiment.identity
+            )
         bias_path = os.path.join(run_dir, ABC_BIAS)
         if not os.path.exists(bias_path):
             result = calibrate_stage(

@@ -27,7 +27,6 @@ from abcmini.errors import UserError
 
 CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_FORMAT = 2
-BIAS_FORMAT = "abcmini-abc-bias-1"
 EVAL_FILE = "eval.json"
 EXPERIMENT_FILE = "experiment.json"
 MANIFEST = ".abcmini-files"
@@ -39,10 +38,6 @@ class StoreError(UserError):
 
 
 class CheckpointError(StoreError):
-    pass
-
-
-class BiasFileError(StoreError):
     pass
 
 
@@ -102,10 +97,17 @@ def save_json(path: str, obj) -> None:
     atomic_write(path, lambda f: f.write((json.dumps(obj, indent=2) + "\n").encode()))
 
 
-def load_torch(path: str, what: str, error=StoreError) -> dict:
-    """A torch file of ours, safely: a missing, truncated, foreign or hostile file is ``error``."""
-    if not os.path.isfile(path):
+def load_torch(path: str, what: str, error=StoreError, max_bytes: int = 8 << 30) -> dict:
+    """A torch file of ours, safely: a missing, special, oversized, truncated, foreign or hostile
+    file is ``error``, refused before it is read where its size or type says so."""
+    if not os.path.exists(path):
         raise error(f"{what} {path!r} does not exist")
+    if not os.path.isfile(path):  # a FIFO or a device would block the read
+        raise error(f"{what} {path!r} is not a regular file")
+    if os.path.getsize(path) > max_bytes:
+        raise error(
+            f"{what} {path!r} holds {os.path.getsize(path):,} bytes; one is at most {max_bytes:,}"
+        )
     import torch
 
     try:
@@ -461,54 +463,6 @@ def lock_run(run_dir: str, create: bool = True, waiting=None):
             del _held[key]
     finally:
         os.close(fd)
-
-
-# ---------------------------------------------------------------- ABC bias files
-
-
-def save_bias(path: str, payload: dict) -> None:
-    note_written(os.path.dirname(os.path.abspath(path)), os.path.basename(path))
-    save_torch(path, {"format": BIAS_FORMAT, **payload})
-
-
-def load_bias(path: str) -> dict:
-    payload = load_torch(path, "bias file", BiasFileError)
-    if payload.get("format") != BIAS_FORMAT:
-        raise BiasFileError(f"{path!r} is not an abcmini bias file")
-    return payload
-
-
-def is_same_calibration(path: str, source: str, settings: dict) -> bool:
-    """Whether the bias file ``path`` is abcmini's own calibration of ``source`` with ``settings``:
-    the same command run again (after a kill between the bias and its wandb run), which may
-    finish it by calibrating again."""
-    directory, name = os.path.split(os.path.abspath(path))
-    if name not in owned(directory) or not os.path.isfile(path):
-        return False
-    try:
-        payload = load_bias(path)
-    except BiasFileError:
-        return False
-    calibration = {
-        "algorithm": "abc",
-        **{k: v for k, v in payload.get("calibration", {}).items() if k != "layers"},
-    }
-    return payload.get("source") == os.path.abspath(source) and calibration == settings
-
-
-def check_bias_matches(payload: dict, task: str, pad_width, heads: int, path: str) -> None:
-    """Refuse a bias calibrated for another task, head count or geometry."""
-    if payload["task"] != task:
-        raise BiasFileError(f"bias file {path!r} was calibrated on {payload['task']}, not {task}")
-    if payload["heads"] != heads:
-        raise BiasFileError(
-            f"bias file {path!r} has {payload['heads']} heads; this model has {heads}"
-        )
-    if payload["pad_width"] != pad_width:
-        geometry = lambda p: f"pad width {p}" if p is not None else "the growing geometry"  # noqa: E731
-        raise BiasFileError(
-            f"bias file {path!r} comes from {geometry(payload['pad_width'])}; this run uses {geometry(pad_width)}"
-        )
 
 
 # ---------------------------------------------------------------- result and experiment records

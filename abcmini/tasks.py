@@ -41,6 +41,7 @@ from einops import rearrange, repeat
 from abcmini.config import POOL_DIGITS
 from abcmini.errors import UserError
 from abcmini.names import check_task
+from abcmini.nn.biases import segments_of
 
 VOCAB = "0123456789+*$&@"
 PLUS, TIMES, SOS, EOS, PAD = (VOCAB.index(c) for c in "+*$&@")
@@ -77,6 +78,16 @@ def sequence_lengths(
     if aligned:
         return 1 + 2 * pad_width, pad_width + 2
     return pad_width + 2 + (pad_width if task == "addition" else 1), pad_width + 2
+
+
+def input_parts(task: str) -> int | None:
+    """How many segments (``biases.segments_of``) every input of ``task`` has: ``$``, each
+    operand, the operator; None where the operand count varies (multiadd)."""
+    if task == "multiadd":
+        return None
+    zeros = torch.zeros(1, 2, dtype=torch.long)
+    b = torch.zeros(1, dtype=torch.long) if task == "nx1" else zeros
+    return len(segments_of(digit_mask(format_task(task, zeros, b, 2).src[0])))
 
 
 def digit_mask(tokens: torch.Tensor) -> torch.Tensor:

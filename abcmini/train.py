@@ -9,23 +9,20 @@ import torch
 import torch.nn.functional as F
 
 from abcmini import __version__
+from abcmini.bias_files import check_bias_matches, load_bias
 from abcmini.errors import UserError
 from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig, learning_rate, run_config_of, train_on_end
 from abcmini.nn.biases import Window, scaffold_from_state
 from abcmini.nn.decoder import build_model
-from abcmini.store import (
-    CheckpointError,
-    check_bias_matches,
-    load_bias,
-    load_checkpoint,
-    save_checkpoint,
-)
+from abcmini.nn.scaffold_state import ScaffoldStateError, check_scaffold_state
+from abcmini.store import CheckpointError, load_checkpoint, save_checkpoint
 from abcmini.tasks import (
     Example,
     Pool,
     by_length,
     format_task,
+    input_parts,
     training_operands,
     validation_counts,
 )
@@ -106,6 +103,12 @@ def load_weights(model: torch.nn.Module, weights: dict) -> None:
 def load_model(state: dict, device="cpu") -> tuple[RunConfig, torch.nn.Module]:
     """``(cfg, model)`` from a checkpoint; an ABC bias is stored in the checkpoint itself."""
     cfg = run_config_of(state)
+    if state.get("abc_bias") is not None:  # checked as a bias file's, before it becomes a model
+        try:
+            heads, parts = cfg.model_config().heads, input_parts(cfg.task)
+            check_scaffold_state(state["abc_bias"], heads, parts, "abc_bias")
+        except ScaffoldStateError as problem:
+            raise CheckpointError(f"checkpoint's {problem}") from None
     model = build_model(cfg.model_config(), scaffold(cfg, state.get("abc_bias")))
     load_weights(model, state["model"])
     return cfg, model.to(device).eval()

@@ -15,11 +15,12 @@ per seed, in the order of the seeds column.
 import glob
 import json
 import os
-import sys
 
 import torch
 from one_thread import abcmini  # lab/one_thread.py
+from parse import call, parser  # lab/parse.py
 
+from abcmini.bias_files import load_bias
 from abcmini.nn.rules import BLOCK_ONLY, DEFAULT
 
 OUT = os.path.join("results", "experiments", "ablation")
@@ -77,7 +78,7 @@ def run(task: str, seed: str, only: list[str]) -> None:
         os.makedirs(os.path.dirname(bias_file), exist_ok=True)
         if not os.path.exists(bias_file):
             abcmini("calibrate", source, *options, "--no-wandb", "--out", bias_file)
-        biases[row] = torch.load(bias_file, weights_only=False)["bias"]
+        biases[row] = load_bias(bias_file)["bias"]  # checked, and never a pickle that runs code
         twins[row] = next(
             (other for other in biases if other != row and same(biases[other], biases[row])), None
         )
@@ -151,9 +152,19 @@ def table() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["table"]:
-        table()
-    elif len(sys.argv) >= 4 and sys.argv[1] == "run" and set(sys.argv[4:]) <= set(ROWS):
-        run(sys.argv[2], sys.argv[3], sys.argv[4:])
+    args = parser(__doc__)
+    commands = args.add_subparsers(dest="command", required=True)
+    commands.add_parser("table", help="the table from the records")
+    one = commands.add_parser("run", help="train and test the rows of one cell")
+    one.add_argument("task", choices=("successor", "addition", "nx1"))
+    one.add_argument("seed", type=int)
+    one.add_argument("rows", nargs="*", metavar="ROW", help=", ".join(ROWS))
+    given = args.parse_args()
+    if given.command == "run" and set(given.rows) - set(ROWS):
+        args.error(
+            f"unknown rows {sorted(set(given.rows) - set(ROWS))}; rows are {', '.join(ROWS)}"
+        )
+    if given.command == "table":
+        call(table)
     else:
-        raise SystemExit(__doc__)
+        call(run, given.task, str(given.seed), given.rows)

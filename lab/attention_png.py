@@ -8,10 +8,11 @@ tracking on (offline is enough), e.g. ``abcmini train --recipe quick --task succ
 """
 
 import os
-import sys
 
+from parse import call, parser  # lab/parse.py
 from PIL import Image
 
+from abcmini.errors import UserError
 from abcmini.outputs.wandb_files import offline_runs
 
 KEYS = ("attention/7-digits/cross", "attention/100-digits/cross")
@@ -24,7 +25,7 @@ def main(run_dir: str, out: str) -> None:
         if run.job_type in ("source", "retraining")
     }
     if set(runs) != {"source", "retraining"}:
-        raise SystemExit(f"{run_dir!r} holds no tracked ABC cell (source and retraining runs)")
+        raise UserError(f"{run_dir!r} holds no tracked ABC cell (source and retraining runs)")
     rows = [
         [Image.open(runs[job].media(key)[-1]) for key in KEYS] for job in ("source", "retraining")
     ]
@@ -43,4 +44,7 @@ def main(run_dir: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    args = parser(__doc__)
+    args.add_argument("run_dir")
+    args.add_argument("out")
+    call(main, **vars(args.parse_args()))

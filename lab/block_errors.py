@@ -7,9 +7,8 @@ row (a separator row at 0% is an output that ends, or goes on, in the wrong plac
 prints every row's accuracy, a line per block.
 """
 
-import sys
-
 import torch
+from parse import call, parser  # lab/parse.py
 
 from abcmini import pipeline
 from abcmini.nn.biases import output_coordinates
@@ -61,13 +60,9 @@ def main(run_dir: str, lengths: str, examples: int = 200, rows: bool = False) ->
 
 
 if __name__ == "__main__":
-    flags = [arg for arg in sys.argv[1:] if arg.startswith("--")]
-    if set(flags) - {"--rows"}:
-        raise SystemExit(
-            f"unknown option {flags[0]}; usage: block_errors.py RUN_DIR LENGTHS [EXAMPLES] [--rows]"
-        )
-    main(
-        *[arg for arg in sys.argv[1:3]],
-        *(int(x) for x in sys.argv[3:] if not x.startswith("--")),
-        rows="--rows" in flags,
-    )
+    args = parser(__doc__)
+    args.add_argument("run_dir")
+    args.add_argument("lengths", help="comma-separated test lengths")
+    args.add_argument("examples", type=int, nargs="?", default=200)
+    args.add_argument("--rows", action="store_true", help="errors per output row")
+    call(main, **vars(args.parse_args()))

@@ -10,13 +10,13 @@ after a value: ``*`` the line is kept under the file's rules, ``b`` the dropoff 
 """
 
 import math
-import sys
 
 import torch
+from parse import call, parser  # lab/parse.py
 
+from abcmini.bias_files import load_bias
 from abcmini.config import rule_names
 from abcmini.nn.calibrate import block_rules, calibrate_blocks
-from abcmini.store import load_bias
 
 LOOSE = -1e9  # a dropoff factor every supported line passes
 
@@ -79,6 +79,8 @@ def main(path: str, kinds=("self", "cross")) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] not in ("self", "cross")):
-        sys.exit(__doc__)
-    main(sys.argv[1], (sys.argv[2],) if len(sys.argv) == 3 else ("self", "cross"))
+    args = parser(__doc__)
+    args.add_argument("path", metavar="BIAS_FILE")
+    args.add_argument("kind", nargs="?", choices=("self", "cross"))
+    given = args.parse_args()
+    call(main, given.path, (given.kind,) if given.kind else ("self", "cross"))

@@ -9,12 +9,13 @@ spread). Row ``i`` of block ``j`` writes digit ``i`` of ``s_j = s_{j−1} + a·b
 ``a_{i−j}·b_j`` and a carry of 0 … 9 from the digits below.
 """
 
-import sys
 from collections import Counter
 
 import torch
 from block_errors import test_examples  # lab/block_errors.py
+from parse import call, parser  # lab/parse.py
 
+from abcmini.errors import UserError
 from abcmini.nn.biases import output_coordinates
 from abcmini.tasks import Pool, extrapolation_operands, pad_digits, training_operands
 
@@ -46,7 +47,7 @@ def main(run_dir: str, length: int, examples: int = 1000) -> None:
     torch.set_num_threads(1)
     cfg, model, [(_, frame, a, example)] = test_examples(run_dir, [length], examples)
     if cfg.task != "multiply":
-        raise SystemExit(f"{run_dir} is a {cfg.task} run; carry_errors.py reads multiply runs")
+        raise UserError(f"{run_dir} is a {cfg.task} run; carry_errors.py reads multiply runs")
     with torch.no_grad():
         logits, _ = model(example.src, example.tgt_in)
     block, _, marker = output_coordinates(example.tgt_out.shape[1], frame, keys=False, growing=True)
@@ -82,6 +83,8 @@ def main(run_dir: str, length: int, examples: int = 1000) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (3, 4):
-        raise SystemExit("usage: carry_errors.py RUN_DIR LENGTH [EXAMPLES]")
-    main(sys.argv[1], *(int(x) for x in sys.argv[2:]))
+    args = parser(__doc__)
+    args.add_argument("run_dir")
+    args.add_argument("length", type=int)
+    args.add_argument("examples", type=int, nargs="?", default=1000)
+    call(main, **vars(args.parse_args()))

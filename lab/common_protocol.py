@@ -36,14 +36,15 @@ import os
 import re
 import shutil
 import statistics
-import sys
 
 from matplotlib.figure import Figure  # no pyplot: no backend, no global figure state
 from one_thread import abcmini  # lab/one_thread.py
+from parse import call, parser  # lab/parse.py
 
 from abcmini.config import (
     POOL_DIGITS as POOL,
 )  # the pool's longest number: the recipes' training length
+from abcmini.errors import UserError
 from abcmini.outputs.method_views import held_to, on_a_gpu, reach
 from abcmini.recipes import RECIPES
 from abcmini.store import CHECKPOINT, EVAL_FILE, load_checkpoint, load_json
@@ -98,7 +99,7 @@ def floor_steps(task: str, digits: int) -> int:
     )
     records = [json.load(open(p)) for p in glob.glob(pattern)]
     if not records:
-        raise SystemExit(
+        raise UserError(
             f"no ABC records match {pattern}: the floor comes from them (run METHOD abc first)"
         )
     return max(
@@ -340,18 +341,21 @@ def sweep_plot(found: list[dict]) -> Figure:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["table"]:
-        grid_table(records())
+    args = parser(__doc__)
+    commands = args.add_subparsers(dest="command", required=True)
+    commands.add_parser("table", help="the page's tables from the records")
+    commands.add_parser("plot", help="the sweep as a figure").add_argument("png")
+    one = commands.add_parser("run", help="train and test one cell")
+    one.add_argument("task", choices=TASKS)
+    one.add_argument("method", choices=("abc", *SHAPES))
+    one.add_argument("seed")
+    one.add_argument("digits", type=int, nargs="?", default=POOL)
+    given = args.parse_args()
+    if given.command == "table":
+        call(grid_table, records())
         print()
-        sweep_table(abc_at_pool() + records())
-    elif sys.argv[1:2] == ["plot"] and len(sys.argv) == 3:
-        sweep_plot(abc_at_pool() + records()).savefig(sys.argv[2], dpi=120)
-    elif (
-        sys.argv[1:2] == ["run"]
-        and len(sys.argv) in (5, 6)
-        and sys.argv[2] in TASKS
-        and sys.argv[3] in ("abc", *SHAPES)
-    ):
-        run(*sys.argv[2:5], int(sys.argv[5]) if len(sys.argv) == 6 else POOL)
+        call(sweep_table, abc_at_pool() + records())
+    elif given.command == "plot":
+        call(lambda: sweep_plot(abc_at_pool() + records()).savefig(given.png, dpi=120))
     else:
-        raise SystemExit(__doc__)
+        call(run, given.task, given.method, given.seed, given.digits)

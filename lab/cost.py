@@ -11,13 +11,17 @@ import glob
 import json
 import os
 import statistics
-import sys
 from collections import defaultdict
 
+from parse import call, parser  # lab/parse.py
+
+from abcmini.errors import UserError
 from abcmini.outputs.report import training_seconds
 
 
 def main(root: str, seeds: int = 3) -> None:
+    if not glob.glob(os.path.join(root, "*", "*", "eval.json")):
+        raise UserError(f"{root!r} holds no result records (ROOT/TASK/CELL/eval.json)")
     cells = defaultdict(list)
     tests = defaultdict(float)
     for path in sorted(glob.glob(os.path.join(root, "*", "*", "eval.json"))):
@@ -40,4 +44,7 @@ def main(root: str, seeds: int = 3) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], *map(int, sys.argv[2:]))
+    args = parser(__doc__)
+    args.add_argument("root")
+    args.add_argument("seeds", type=int, nargs="?", default=3)
+    call(main, **vars(args.parse_args()))

@@ -6,9 +6,8 @@ with a digit one too high (a carry added), and at which answer digit (1: the lea
 each first goes wrong. docs/decoder-only.md and docs/todays-methods.md use it.
 """
 
-import sys
-
 import torch
+from parse import call, parser  # lab/parse.py
 
 from abcmini.store import load_checkpoint
 from abcmini.tasks import extrapolation_operands, format_task
@@ -55,4 +54,9 @@ def main(run_dir: str, length: int, pad_width: int, samples: int = 3000) -> None
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *(int(n) for n in sys.argv[4:5]))
+    args = parser(__doc__)
+    args.add_argument("run_dir")
+    args.add_argument("length", type=int)
+    args.add_argument("pad_width", type=int)
+    args.add_argument("samples", type=int, nargs="?", default=3000)
+    call(main, **vars(args.parse_args()))

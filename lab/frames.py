@@ -6,7 +6,7 @@ the length (digits that were always leading zeros in training): the same numbers
 training frame and in wider ones. Test seed 0, 10,000 numbers. docs/todays-methods.md uses it.
 """
 
-import sys
+from parse import call, parser  # lab/parse.py
 
 from abcmini.evaluate import extrapolation_accuracy
 from abcmini.store import load_checkpoint
@@ -24,4 +24,8 @@ def main(run_dir: str, length: int, widths: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), [int(n) for n in sys.argv[3:]])
+    args = parser(__doc__)
+    args.add_argument("run_dir")
+    args.add_argument("length", type=int)
+    args.add_argument("widths", type=int, nargs="+", metavar="PAD_WIDTH")
+    call(main, **vars(args.parse_args()))

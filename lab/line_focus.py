@@ -15,6 +15,8 @@ import argparse
 import torch
 from block_errors import test_examples  # lab/block_errors.py
 from einops import rearrange
+from parse import call  # lab/parse.py
+from parse import parser as lab_parser
 
 from abcmini.errors import InputError
 from abcmini.nn.biases import cell_offsets, input_coordinates, output_coordinates
@@ -46,7 +48,7 @@ def significance_range(text: str) -> tuple[int, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = lab_parser(__doc__)
     parser.add_argument("run_dir")
     parser.add_argument("length", type=int)
     parser.add_argument("rows", type=significance_range, nargs="+")
@@ -90,4 +92,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    call(main)

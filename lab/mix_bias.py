@@ -8,12 +8,14 @@ Saved as ``abc_bias.pt`` in a run directory that holds a source (``source/``), a
 with ``--continue`` retrains with it instead of calibrating.
 """
 
-import argparse
 import os
 
+from parse import call  # lab/parse.py
+from parse import parser as lab_parser
+
+from abcmini.bias_files import load_bias, save_bias
 from abcmini.errors import InputError
 from abcmini.nn.biases import LineBias
-from abcmini.store import load_bias, save_bias
 
 
 def tables(path: str) -> dict:
@@ -43,7 +45,7 @@ def only(state: dict, heads: list[int], keep: bool) -> LineBias:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = lab_parser(__doc__)
     parser.add_argument("base")
     parser.add_argument("other")
     parser.add_argument("out")
@@ -74,4 +76,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    call(main)

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+from abcmini.errors import UserError
+
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}
 
 
@@ -16,7 +18,6 @@ def abcmini(*args: str) -> str:
         text=True,
     )
     if done.returncode:
-        raise SystemExit(
-            f"abcmini {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}"
-        )
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UserError(f"abcmini {' '.join(args)} failed ({done.returncode}): {last}")
     return done.stdout

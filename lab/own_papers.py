@@ -14,9 +14,9 @@ import glob
 import json
 import os
 import shutil
-import sys
 
 from one_thread import abcmini  # lab/one_thread.py
+from parse import call, parser  # lab/parse.py
 
 from abcmini.outputs.published import ANCHORS
 
@@ -155,9 +155,11 @@ def table() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["table"]:
-        table()
-    elif sys.argv[1:2] == ["run"] and len(sys.argv) in (3, 4) and sys.argv[2] in RUNS:
-        run(sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else "0")
-    else:
-        raise SystemExit(__doc__)
+    args = parser(__doc__)
+    commands = args.add_subparsers(dest="command", required=True)
+    commands.add_parser("table", help="the page's table from the records")
+    one = commands.add_parser("run", help="train and test one run")
+    one.add_argument("name", choices=RUNS)
+    one.add_argument("seed", nargs="?", default="0")
+    given = args.parse_args()
+    call(table) if given.command == "table" else call(run, given.name, given.seed)

@@ -12,13 +12,14 @@ then 3× that step, or the cap), test, and write
 as for a paper's own step count.
 """
 
-import argparse
 import json
 import os
 import shutil
 
 from one_thread import abcmini  # lab/one_thread.py
 from own_papers import shape  # lab/own_papers.py
+from parse import call  # lab/parse.py
+from parse import parser as lab_parser
 
 OUT = os.path.join("results", "experiments", "own-papers", "gpu")
 PROBE, EVERY = 100, 250  # steps timed to size the cap; validation and checkpoint interval
@@ -109,9 +110,7 @@ def run(name: str, seconds: float | None, steps: int | None, device: str) -> Non
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description="Today's methods at their papers' own scale, on a GPU."
-    )
+    parser = lab_parser(__doc__)
     parser.add_argument("name", choices=RUNS)
     budget = parser.add_mutually_exclusive_group(required=True)
     budget.add_argument(
@@ -123,4 +122,4 @@ if __name__ == "__main__":
     budget.add_argument("--steps", type=int, help="the cap itself (no probe)")
     parser.add_argument("--device", default="cuda")
     arguments = parser.parse_args()
-    run(arguments.name, arguments.seconds, arguments.steps, arguments.device)
+    call(run, arguments.name, arguments.seconds, arguments.steps, arguments.device)

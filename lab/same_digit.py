@@ -15,7 +15,8 @@ import glob
 import json
 import os
 import re
-import sys
+
+from parse import call, parser  # lab/parse.py
 
 OUT = os.path.join("results", "experiments", "same-digit")
 PARTS = {"1": "a", "3": "b"}  # Addition's input segments: $ a + b
@@ -76,7 +77,7 @@ def table() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["table"]:
-        table()
-    else:
-        raise SystemExit(__doc__)
+    args = parser(__doc__)
+    args.add_subparsers(dest="command", required=True).add_parser("table", help="the table")
+    args.parse_args()
+    call(table)

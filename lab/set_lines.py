@@ -14,8 +14,11 @@ import copy
 import math
 import os
 
+from parse import call  # lab/parse.py
+from parse import parser as lab_parser
+
+from abcmini.bias_files import load_bias, save_bias
 from abcmini.errors import InputError
-from abcmini.store import load_bias, save_bias
 
 
 def line(text: str) -> tuple[int, int | str, float]:
@@ -31,7 +34,7 @@ def line(text: str) -> tuple[int, int | str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = lab_parser(__doc__)
     parser.add_argument("bias_file")
     parser.add_argument("out")
     parser.add_argument("attention", choices=("self", "cross"))
@@ -78,4 +81,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    call(main)

@@ -13,8 +13,9 @@ docs/paper-gaps.md uses it. Pure Python, no model.
 
 import itertools
 import random
-import sys
 from collections import Counter
+
+from parse import call, parser  # lab/parse.py
 
 
 def window(pairs: list, k: int) -> Counter:
@@ -91,4 +92,8 @@ def main(layers: int, length: int, samples: int = 1000) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), *map(int, sys.argv[3:]))
+    args = parser(__doc__)
+    args.add_argument("layers", type=int)
+    args.add_argument("length", type=int)
+    args.add_argument("samples", type=int, nargs="?", default=1000)
+    call(main, **vars(args.parse_args()))

@@ -10,8 +10,9 @@ import sys
 import pytest
 import torch
 
+from abcmini.bias_files import load_bias, save_bias
 from abcmini.nn.biases import NEG_INF, LineBias
-from abcmini.store import load_bias, save_bias, save_checkpoint, save_json
+from abcmini.store import save_checkpoint, save_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.integration  # lab scripts: the second tier

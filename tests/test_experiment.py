@@ -464,7 +464,9 @@ def test_train_help_fits_80_columns(monkeypatch):
     result = runner.invoke(app, ["train", "--help"], terminal_width=80)
     assert result.exit_code == 0
     lines = result.output.splitlines()
-    assert len(lines) < 100 and max(map(len, lines)) <= 80
+    assert len(lines) < 80 and max(map(len, lines)) <= 80, len(lines)
+    options = [line.split() for line in lines if line.startswith("  --")]
+    assert len(options) > 50 and all(len(words) > 2 for words in options), options  # each has help
     assert "…" not in "".join(line.split()[0] for line in lines if line.strip().startswith("--"))
     assert "`" not in result.output and "_" not in "".join(
         line.split()[0] for line in lines if line.strip().startswith("--")

@@ -13,6 +13,7 @@ import torch
 from typer.testing import CliRunner
 
 from abcmini import pipeline
+from abcmini.bias_files import load_bias, save_bias
 from abcmini.config import RunConfig
 from abcmini.evaluate import extrapolation_hits, final_accuracy
 from abcmini.limits import EVAL_BUDGET, batch_for, step_bytes
@@ -24,7 +25,7 @@ from abcmini.nn.biases import (
     output_coordinates,
 )
 from abcmini.nn.calibrate import block_band, block_procedure, calibrate_blocks, rank_own
-from abcmini.store import load_bias, load_checkpoint, save_bias
+from abcmini.store import load_checkpoint
 from abcmini.tasks import (
     OPERANDS,
     PLUS,
@@ -436,6 +437,8 @@ def test_set_lines_closes_or_ranks_the_named_lines_of_one_head_and_nothing_else(
         str(tmp_path / "in.pt"),
         {
             "task": "multiadd",
+            "heads": 2,
+            "pad_width": 4,
             "bias": {"blocks": {"self": table, "cross": {**table, "values": values.clone()}}},
         },
     )

@@ -11,12 +11,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from abcmini.bias_files import save_bias
 from abcmini.experiment import Cell, resolve
 from abcmini.nn.biases import NEG_INF, BlockCalibrated, BlockLines, output_coordinates, segments_of
 from abcmini.nn.calibrate import calibrate_blocks
 from abcmini.pipeline import picture_examples
 from abcmini.recipes import MULTIADD
-from abcmini.store import load_checkpoint, save_bias
+from abcmini.store import load_checkpoint
 from abcmini.tasks import (
     Pool,
     detokenize,
@@ -230,6 +231,18 @@ def block_lines_cells(
         {
             "task": task,
             "pad_width": width,
+            "heads": cross.shape[0],
+            "bias": {  # nothing open: the script reads the attention and calibrates it itself
+                "blocks": {
+                    kind: {
+                        "values": torch.full((cross.shape[0], 1, 1), NEG_INF),
+                        "d_first": 0,
+                        "l_first": 0,
+                        "cross": kind == "cross",
+                    }
+                    for kind in ("self", "cross")
+                }
+            },
             "calibration": calibration,
             "attention": {
                 "self": torch.full((1, cross.shape[0], n_q, n_q), 1.0 / n_q).tril(),

@@ -806,3 +806,74 @@ def test_a_stop_signal_waits_for_the_wandb_call_it_would_cut_in_half():
             time.sleep(1)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_source_that_means_nothing_is_one_line(tmp_path):
+    """``--source ''`` is refused as ``--out ''`` is, and ``--source`` with a method that
+    calibrates nothing is refused as ``--abc-pad-width`` is, before anything is written."""
+    one_line(invoke("train", "--method", "abc", "--source", "", *TINY), "--source is empty")
+    out = tmp_path / "vanilla"
+    one_line(
+        invoke("train", "--method", "vanilla", "--source", tmp_path / "s", "--out", out, *TINY),
+        "--method vanilla calibrates none",
+    )
+    assert not out.exists()
+
+
+def test_a_source_another_process_trains_is_refused_or_waited_for(tmp_path):
+    """ABC's source is locked while it trains: a second cell on it is refused in one line (or,
+    with ``--continue``, waits), and never trains the same checkpoint beside the first."""
+    source = tmp_path / "source"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from abcmini.store import lock_run\n"
+            f"with lock_run({str(source)!r}):\n print('held', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        start = time.monotonic()
+        result = invoke(
+            "train", "--method", "abc", "--source", source, "--out", tmp_path / "abc", *TINY
+        )
+        one_line(result, "is in use by pid")
+        assert time.monotonic() - start < 60 and not (source / "checkpoint.pt").exists()
+    finally:
+        holder.communicate("")
+
+
+def test_the_memory_check_sees_the_frame_spread():
+    """A frame spread widens every training batch's frame: a spread no machine can hold is
+    refused in one line before anything is built (the dry run checks as a training would)."""
+    one_line(
+        invoke("train", "--task", "addition", "--frame-spread", "3000", "--dry-run", "--no-wandb"),
+        "(+3000 frame spread)",
+    )
+    assert invoke("train", "--task", "addition", "--dry-run", "--no-wandb").exit_code == 0
+
+
+def test_a_process_that_cannot_load_torch_under_ulimit_v_says_so_in_one_line(tmp_path):
+    """Under an address-space limit too small for torch's libraries, ``train`` ends in one line
+    naming the limit, exit code 2, not an ImportError traceback."""
+    import resource
+
+    limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (200 << 20, 200 << 20))  # noqa: E731
+    done = subprocess.run(
+        [sys.executable, "-c", "import cli; cli.main()", "train", "--recipe", "quick"]
+        + ["--out", str(tmp_path / "r"), "--no-wandb", "--threads", "1"],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        timeout=120,
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and "ulimit -v" in lines[0], done.stderr[-600:]

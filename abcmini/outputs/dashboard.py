@@ -22,6 +22,7 @@ import plotly.io as pio
 import torch
 from plotly.subplots import make_subplots
 
+from abcmini.bias_files import load_bias
 from abcmini.nn.biases import Window, scaffold_from_state, stacked
 from abcmini.nn.calibrate import average_attention
 from abcmini.nn.schemes import TODAYS_SCHEMES
@@ -49,7 +50,7 @@ from abcmini.outputs.report import (
     summarize,
 )
 from abcmini.outputs.wandb_files import logged_history
-from abcmini.store import CHECKPOINT, StoreError, atomic_write, load_bias, load_checkpoint
+from abcmini.store import CHECKPOINT, StoreError, atomic_write, load_checkpoint
 from abcmini.tasks import POOL_DIGITS, Example, Pool, detokenize, format_task, training_operands
 from abcmini.train import load_model
 

@@ -31,6 +31,12 @@ class Edge:
 def edges(runs: list[OfflineRun]) -> list[Edge]:
     """The lineage the runs recorded: every name in a config's ``uses``, with the run that logged it."""
     producers = {name: run.id for run in runs for name, _ in run.artifacts}
+    for run in runs:
+        uses = run.config.get("uses") or []
+        if not isinstance(uses, list) or not all(isinstance(name, str) for name in uses):
+            raise UserError(
+                f"run {run.directory!r}: its config's 'uses' is a list of artifact names, not {uses!r}"
+            )
     return [
         Edge(run.id, name, producers.get(name))
         for run in runs

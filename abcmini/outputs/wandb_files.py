@@ -12,19 +12,36 @@ import os
 import struct
 from dataclasses import dataclass, field
 
+from abcmini.errors import UserError
+
 BLOCK, HEADER = 32 * 1024, 7
 FULL, LAST = 1, 4
+MAX_BYTES = 2 << 30  # a run file holds scalars and media paths: far below this
+
+
+class RunFileError(UserError, ValueError):
+    """A ``.wandb`` file that is not one wandb wrote, or cannot be read; the message names it."""
 
 
 def records(path: str) -> list:
-    """Every record of the wandb run file at ``path`` (``wandb_internal_pb2.Record``)."""
+    """Every record of the wandb run file at ``path`` (``wandb_internal_pb2.Record``); a special,
+    oversized, unreadable or foreign file is ``RunFileError`` before anything is decoded."""
     from google.protobuf.message import DecodeError
     from wandb.proto import wandb_internal_pb2
 
-    with open(path, "rb") as f:
-        data = f.read()
+    if not os.path.isfile(path):  # a FIFO or a device would block or never end
+        raise RunFileError(f"wandb run file {path!r} is not a regular file")
+    if os.path.getsize(path) > MAX_BYTES:
+        raise RunFileError(f"wandb run file {path!r} is over {MAX_BYTES >> 30} GiB")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except OSError as error:
+        raise RunFileError(
+            f"cannot read wandb run file {path!r}: {error.strerror or error}"
+        ) from None
     if data[:4] != b":W&B":
-        raise ValueError(f"{path!r} is not a wandb run file")
+        raise RunFileError(f"{path!r} is not a wandb run file (no :W&B header)")
     out, pending, pos = [], b"", HEADER
     while pos + HEADER <= len(data):
         left = BLOCK - pos % BLOCK
@@ -48,6 +65,14 @@ def records(path: str) -> list:
     return out
 
 
+def value(item, path: str):
+    """A logged item's value (wandb stores each as JSON), or ``RunFileError`` naming its key."""
+    try:
+        return json.loads(item.value_json)
+    except ValueError:
+        raise RunFileError(f"{path!r}: the value of {_key(item)!r} is not JSON") from None
+
+
 def history(path: str) -> list[dict]:
     """The history rows of a run file: ``{key: value}`` with ``_step``, scalars only."""
     rows = []
@@ -55,9 +80,9 @@ def history(path: str) -> list[dict]:
         if record.WhichOneof("record_type") == "history":
             row = {}
             for item in record.history.item:
-                value = json.loads(item.value_json)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    row[item.key or "/".join(item.nested_key)] = value
+                number = value(item, path)
+                if isinstance(number, (int, float)) and not isinstance(number, bool):
+                    row[_key(item)] = number
             rows.append(row)
     return rows
 
@@ -130,9 +155,7 @@ def read_offline_run(directory: str) -> OfflineRun:
                     list(record.run.tags),
                 )
                 run.sweep_id, run.project = record.run.sweep_id, record.run.project
-                run.config.update(
-                    {_key(i): json.loads(i.value_json) for i in record.run.config.update}
-                )
+                run.config.update({_key(i): value(i, path) for i in record.run.config.update})
             elif kind == "exit":
                 run.exit_code = record.exit.exit_code
             elif kind == "metric":
@@ -145,23 +168,19 @@ def read_offline_run(directory: str) -> OfflineRun:
                     item.local_path for item in record.artifact.manifest.contents if item.local_path
                 ]
             elif kind == "config":
-                run.config.update({_key(i): json.loads(i.value_json) for i in record.config.update})
+                run.config.update({_key(i): value(i, path) for i in record.config.update})
             elif kind == "summary":
-                run.summary.update(
-                    {_key(i): json.loads(i.value_json) for i in record.summary.update}
-                )
+                run.summary.update({_key(i): value(i, path) for i in record.summary.update})
             elif kind == "history":
                 row = {}
                 for item in record.history.item:
                     key = _key(item)
                     for prefix in ("/path", "/_type"):  # image/table fields arrive flattened
                         if key.endswith(prefix):
-                            row.setdefault(key[: -len(prefix)], {})[prefix[1:]] = json.loads(
-                                item.value_json
-                            )
+                            row.setdefault(key[: -len(prefix)], {})[prefix[1:]] = value(item, path)
                             break
                     else:
-                        row[key] = json.loads(item.value_json)
+                        row[key] = value(item, path)
                 run.history.append(row)
     return run
 
