@@ -1067,7 +1067,7 @@ def workspace_command(
 ):
     """Save a wandb workspace view per task and one report comparing the methods of ROOT's runs (wandb-workspaces; needs a server and an API key)."""
     from abcmini.outputs.report import collect
-    from abcmini.outputs.track import has_api_key
+    from abcmini.outputs.track import REACH_SECONDS, base_url, has_api_key, reachable
     from abcmini.outputs.workspace import build, describe, save
 
     with user_errors():
@@ -1083,6 +1083,11 @@ def workspace_command(
         if not dry_run and not has_api_key():
             raise UserError(
                 "no wandb API key (WANDB_API_KEY or wandb login): nothing was saved; --dry-run shows what would be saved"
+            )
+        if not dry_run and not reachable(base_url()):
+            raise UserError(
+                f"the wandb server {base_url()} does not answer within {REACH_SECONDS} s: nothing "
+                "was saved; check the network (or WANDB_BASE_URL) and run it again"
             )
         views, report = build(records, entity or "ENTITY", project)
     for line in describe(views, report):

@@ -60,3 +60,32 @@ def test_sync_reads_a_well_formed_run_file(tmp_path):
     result = CliRunner().invoke(app, ["sync", root, "--dry-run"])
     assert result.exit_code == 0 and "1 offline runs" in result.output, result.output
     assert "use_artifact('ENTITY/abcmini/model-x:latest')" in result.output
+
+
+@pytest.mark.parametrize("command", ["sync", "workspace"])
+def test_sync_and_workspace_without_a_server_end_in_seconds_in_one_line(
+    command, tmp_path, monkeypatch
+):
+    """Online, with a key, and a server that accepts connections but never answers: one line
+    within seconds saying nothing was uploaded (or saved), never a wait without end."""
+    import socket
+    import time
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{silent.getsockname()[1]}")
+    root = root_with(tmp_path, lambda p: p.write_bytes(framed(run_record())))
+    shipped = os.path.join(os.path.dirname(os.path.dirname(__file__)), "results", "long")
+    args = ["sync", root] if command == "sync" else ["workspace", shipped, "--entity", "me"]
+    start = time.monotonic()
+    try:
+        result = CliRunner().invoke(app, args)
+    finally:
+        silent.close()
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "does not answer" in lines[0], (
+        result.output
+    )
+    assert time.monotonic() - start < 30

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 
 from abcmini.errors import UserError
-from abcmini.outputs.track import has_api_key
+from abcmini.outputs.track import REACH_SECONDS, base_url, has_api_key, reachable
 from abcmini.outputs.wandb_files import OfflineRun, offline_runs
 
 
@@ -124,6 +124,11 @@ def sync(root: str, entity: str | None, project: str | None, dry_run: bool, say=
     if not dry_run and not has_api_key():
         raise UserError(
             "no wandb API key (WANDB_API_KEY or wandb login): nothing was uploaded; --dry-run shows the plan"
+        )
+    if not dry_run and not reachable(base_url()):
+        raise UserError(
+            f"the wandb server {base_url()} does not answer within {REACH_SECONDS} s: nothing was "
+            "uploaded; check the network (or WANDB_BASE_URL) and run it again"
         )
     runs = offline_runs(root)
     found = edges(runs)
