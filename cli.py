@@ -301,13 +301,18 @@ class ConsoleHooks:
     @contextmanager
     def evaluating(self, length, batches):
         with self._progress() as progress:
-            bar = progress.add_task(f"length {length}", total=batches)
+            bar = progress.add_task(named(length), total=batches)
             yield lambda: progress.advance(bar)
 
     def evaluated(self, length, accuracy, seconds):
         if not console.is_terminal:
-            console.print(f"length {length:>3}: {accuracy:.2%} ({seconds:.1f}s)", highlight=False)
+            console.print(f"{named(length)}: {accuracy:.2%} ({seconds:.1f}s)", highlight=False)
             sys.stdout.flush()
+
+
+def named(length) -> str:
+    """A test's name on the console: ``length  60``, or a stress family's ``zero_runs at 60``."""
+    return length if isinstance(length, str) else f"length {length:>3}"
 
 
 def waiting_line(text: str) -> None:
@@ -329,6 +334,21 @@ def print_calibration(result: dict, seconds: float) -> None:
         soft_wrap=True,
         highlight=False,
     )
+
+
+def print_stress(record: dict) -> None:
+    """The stress families' exact match, one row per family, a column per length."""
+    stress = record.get("stress") or {}
+    lengths = sorted({int(n) for by_length in stress.values() for n in by_length})
+    table = Table(title=f"{record['task']} · {record['method']} · stress")
+    for column in ("family", *map(str, lengths)):
+        table.add_column(column, justify="left" if column == "family" else "right")
+    for name, by_length in stress.items():
+        table.add_row(
+            name,
+            *(f"{100 * by_length[str(n)]:.2f}%" if str(n) in by_length else "–" for n in lengths),
+        )
+    console.print(table)
 
 
 def print_accuracy(record: dict) -> None:
@@ -541,12 +561,18 @@ def evaluate(
     batch_size: int = typer.Option(
         1000, min=1, help="Sequences decoded at once (fewer where a batch would need over 2 GiB)."
     ),
+    stress: bool = typer.Option(
+        False, "--stress", help="Score the task's stress families (abcmini.stress) instead."
+    ),
     wandb: bool = WANDB,
     wandb_project: str = WANDB_PROJECT,
     device: str = DEVICE,
     **fields,
 ):
-    """Exact match by length on the seeded test sets; merges into RUN_DIR/eval.json."""
+    """Exact match by length on the seeded test sets; merges into RUN_DIR/eval.json.
+
+    --stress scores hard inputs random tests rarely draw (long carries, 8s and 9s, zero runs,
+    unequal operands, identity and absorbing operands, operand counts outside training)."""
     from abcmini.config import check_test_frame
     from abcmini.store import require_checkpoint
 
@@ -569,8 +595,9 @@ def evaluate(
             Tracking(wandb, wandb_project),
             batch_size,
             test_frame,
+            stress,
         )
-    print_accuracy(record)
+    print_stress(record) if stress else print_accuracy(record)
 
 
 @app.command("calibrate")

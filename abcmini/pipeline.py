@@ -16,7 +16,13 @@ from abcmini import __version__, commit
 from abcmini.bias_files import load_bias, save_bias
 from abcmini.config import Calibration, check_test_frame
 from abcmini.errors import UserError
-from abcmini.evaluate import GeometryError, extrapolation_hits, final_accuracy, pad_width_for
+from abcmini.evaluate import (
+    GeometryError,
+    exact_match,
+    extrapolation_hits,
+    final_accuracy,
+    pad_width_for,
+)
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
 from abcmini.limits import EVAL_BUDGET, batch_for, check_evaluation, check_writable, example_bytes
 from abcmini.nn.biases import (
@@ -50,6 +56,8 @@ from abcmini.store import (
     write_eval,
     write_experiment,
 )
+from abcmini.stress import SIZE as STRESS_SIZE
+from abcmini.stress import families, stress_operands
 from abcmini.tasks import (
     BLOCK_TASKS,
     OPERANDS,
@@ -613,6 +621,67 @@ def evaluate(
     return merged
 
 
+def stress_test(
+    run_dir: str,
+    experiment: Experiment | None,
+    cfg: RunConfig,
+    model,
+    history: list,
+    lengths,
+    test_seed: int,
+    hooks: Hooks,
+    tracker: Tracker,
+    batch_size: int = 1000,
+    test_frame: str | None = None,
+) -> dict:
+    """The stress families of the run's task (``abcmini.stress``) at ``lengths`` in the run's
+    test frames, merged into ``RUN_DIR/eval.json`` under ``stress`` (family → length → exact
+    match) and logged as the wandb table ``stress``."""
+    found = {}
+    frames = test_frames(experiment, cfg, lengths, test_frame)
+    for family in families(cfg.task):
+        for length, frame in zip(lengths, frames):
+            began = time.perf_counter()
+            a, b = stress_operands(cfg.task, family, length, test_seed)
+            example = format_task(cfg.task, a, b, frame, cfg.aligned)
+            count = a.shape[1] if a.dim() == 3 else operand_count(length)
+            batch = batch_for(cfg, frame, batch_size, count)
+            name = f"{family.name} at {length}"
+            with hooks.evaluating(name, batches=-(-len(a) // batch)) as advance:
+                hits = exact_match(model, example, batch, advance)
+            found.setdefault(family.name, {})[str(length)] = hits.float().mean().item()
+            hooks.evaluated(name, hits.float().mean().item(), time.perf_counter() - began)
+    follows = frame_of(experiment, test_frame) == "follows"
+    state = (run_dir, history[-1]["step"] if history else None, test_seed)
+    previous = read_eval_of(*state, "follows" if follows else "fixed").get("stress", {})
+    stress = {name: {**previous.get(name, {}), **by_length} for name, by_length in found.items()}
+    stress = {**previous, **stress}
+    merged = write_eval(
+        run_dir,
+        record(
+            experiment,
+            cfg,
+            history,
+            test_seed,
+            {},
+            stress=stress,
+            stress_size=STRESS_SIZE,
+            test_frame="follows" if follows else "fixed",
+        ),
+    )
+    targets = {family.name: family.targets for family in families(cfg.task)}
+    tracker.table(
+        "stress",
+        ["family", "targets", "length", "exact match"],
+        [
+            [name, targets.get(name, ""), int(n), acc]
+            for name, by_length in stress.items()
+            for n, acc in by_length.items()
+        ],
+    )
+    return merged
+
+
 def source_lock(source_dir: str, waiting=None):
     """The lock of ABC's source while it trains (``store.lock_run``); none on a source this user
     cannot write (a shipped one in a read-only tree), which is only read."""
@@ -797,9 +866,11 @@ def evaluate_run(
     tracking: Tracking,
     batch_size: int = 1000,
     test_frame: str | None = None,
+    stress: bool = False,
 ) -> dict:
     """``abcmini eval``: a trained run at ``lengths`` (default its experiment's) in its test frame
-    (or ``test_frame``), as a tracked wandb run of its cell; merges into its ``eval.json``."""
+    (or ``test_frame``), as a tracked wandb run of its cell; merges into its ``eval.json``.
+    ``stress``: its task's stress families at those lengths instead of the random test."""
     experiment = experiment_of(run_dir)
     if test_frame is not None:
         check_test_frame(test_frame)
@@ -812,9 +883,10 @@ def evaluate_run(
             f"{run_dir!r} has no experiment record to take test lengths from; pass --lengths"
         )
     frames = test_frames(experiment, cfg, lengths, test_frame)  # every length fits, the batches
-    check_evaluation(
-        cfg, max(frames), device, operand_count(max(lengths))
-    )  # fit in memory and the record can be written, before any work
+    if stress and not families(cfg.task):
+        raise UserError(f"{cfg.task} has no stress families (abcmini.stress)")
+    most = 2 * operand_count(max(lengths)) if stress else operand_count(max(lengths))
+    check_evaluation(cfg, max(frames), device, most)  # fits, and the record can be written
     check_writable(run_dir, "RUN_DIR")
     read_eval(run_dir)  # a record of the wrong shape is refused before any work
     test_seed = test_seed if test_seed is not None else experiment.test_seed if experiment else 0
@@ -835,6 +907,20 @@ def evaluate_run(
         ) as tracker:
             if experiment:
                 tracker.use(artifact_name("model", experiment.identity))
+            if stress:
+                return stress_test(
+                    run_dir,
+                    experiment,
+                    cfg,
+                    model,
+                    state["history"],
+                    lengths,
+                    test_seed,
+                    hooks,
+                    tracker,
+                    batch_size,
+                    test_frame,
+                )
             result = evaluate(
                 run_dir,
                 experiment,

@@ -123,9 +123,16 @@ def load_torch(path: str, what: str, error=StoreError, max_bytes: int = 8 << 30)
     return state
 
 
+JSON_BYTES = 64 << 20  # a record is kilobytes; this bounds what is read before it is parsed
+
+
 def load_json(path: str, what: str) -> dict:
     if os.path.exists(path) and not os.path.isfile(path):  # a FIFO or a device would block the read
         raise StoreError(f"{what} {path!r} is not a regular file")
+    if os.path.isfile(path) and os.path.getsize(path) > JSON_BYTES:
+        raise StoreError(
+            f"{what} {path!r} holds {os.path.getsize(path):,} bytes; one is at most {JSON_BYTES:,}"
+        )
     try:
         with open(path) as f:
             data = json.load(f)

@@ -37,6 +37,7 @@ time, with one torch thread.
 """
 
 import argparse
+import atexit
 import glob
 import hashlib
 import json
@@ -78,6 +79,7 @@ FAMILIES = {
     5: "recipe and sweep files",
     6: "bad arguments and corrupt run files",
     7: "environment",
+    8: "bias files, .wandb files, sizes, network, sources in training",
 }
 
 TINY = [
@@ -2538,6 +2540,259 @@ def table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------- family 8
+
+SILENT = []  # listening sockets nobody answers (a server that hangs), open while the probe runs
+HOLDERS = []  # processes holding a source's lock, ended when the probe ends
+
+
+def edited_bias(name: str, change):
+    """A copy of a shipped bias file (Addition, operand lines) as ``name``, edited by ``change``."""
+
+    def make(d):
+        import torch
+
+        shipped = os.path.join(REPO, "results", "abc64", "addition", "abc-s0", "abc_bias.pt")
+        payload = torch.load(shipped, weights_only=True)
+        change(payload)
+        torch.save(payload, os.path.join(d, name))
+
+    return make
+
+
+def run_file(content: bytes | None, how: str = "file"):
+    """``root/…/offline-run-1-x/run-x.wandb``: ``content``, or a FIFO, a device, a sparse 3 GiB file."""
+
+    def make(d):
+        folder = os.path.join(d, "root", "successor", "abc-s0", "wandb", "offline-run-1-x")
+        os.makedirs(folder)
+        path = os.path.join(folder, "run-x.wandb")
+        if how == "fifo":
+            os.mkfifo(path)
+        elif how == "device":
+            os.symlink("/dev/zero", path)
+        elif how == "sparse":
+            with open(path, "wb") as f:
+                f.truncate(3 << 30)
+        else:
+            with open(path, "wb") as f:
+                f.write(content)
+
+    return make
+
+
+def framed_run(uses_json: str) -> bytes:
+    """A run file as wandb frames it, one run record whose config's ``uses`` is ``uses_json``."""
+    from wandb.proto import wandb_internal_pb2
+
+    record = wandb_internal_pb2.Record()
+    record.run.run_id, record.run.project = "x", "abcmini"
+    item = record.run.config.update.add()
+    item.key, item.value_json = "uses", uses_json
+    payload = record.SerializeToString()
+    import struct
+
+    return b":W&B\x00\x00\x01" + struct.pack("<IHB", 0, len(payload), 1) + payload
+
+
+def held_source(name: str):
+    """``name``, a source directory whose lock another process holds (a training in progress)."""
+
+    def make(d):
+        path = os.path.join(d, name)
+        code = (
+            "import sys; from abcmini.store import lock_run\n"
+            f"with lock_run({path!r}):\n print('held', flush=True); sys.stdin.read()"
+        )
+        holder = subprocess.Popen(
+            [PYTHON, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=environment(d, {}),
+            cwd=d,
+        )
+        holder.stdout.readline()
+        HOLDERS.append(holder)
+        atexit.register(holder.kill)
+
+    return make
+
+
+def family_8() -> list[Case]:
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    SILENT.append(silent)
+    online = {
+        "WANDB_MODE": "online",
+        "WANDB_API_KEY": "x" * 40,
+        "WANDB_BASE_URL": f"http://127.0.0.1:{silent.getsockname()[1]}",
+    }
+    cases = []
+    bias_train = ["train", "--recipe", "abc64", "--task", "addition", "--method", "nope"]
+    bias_train += [
+        "--bias",
+        "bias.pt",
+        "--out",
+        "run",
+        "--steps",
+        "2",
+        "--threads",
+        "1",
+        "--no-wandb",
+    ]
+    cross = lambda p: p["bias"]["cross"]  # noqa: E731
+    edits = {
+        "no task": lambda p: p.pop("task"),
+        "no bias": lambda p: p.pop("bias"),
+        "bias a string": lambda p: p.update(bias="lines"),
+        "bias empty": lambda p: p.update(bias={}),
+        "values a list": lambda p: cross(p).update(values=cross(p)["values"].tolist()),
+        "values of 3 heads": lambda p: cross(p).update(values=cross(p)["values"][:, :3]),
+        "values of rank 2": lambda p: cross(p).update(values=cross(p)["values"][0]),
+        "complex values": lambda p: cross(p).update(values=cross(p)["values"].to(torch_complex())),
+        "NaN values": lambda p: cross(p)["values"].view(-1)[0].fill_(float("nan")),
+        "segments out of range": lambda p: cross(p).update(
+            segments=[9] * len(cross(p)["segments"])
+        ),
+        "four tables, two deltas": lambda p: cross(p).update(deltas=cross(p)["deltas"][:2]),
+        "heads a string": lambda p: p.update(heads="4"),
+    }
+    for name, change in edits.items():
+        cases.append(
+            Case(
+                8,
+                f"train --bias: {name}",
+                bias_train,
+                setup=setup(
+                    f"bias.pt: a shipped bias file, {name}", edited_bias("bias.pt", change)
+                ),
+            )
+        )
+    cases.append(
+        Case(
+            8,
+            "train --bias: 300 MB file",
+            bias_train,
+            fast=30,
+            setup=setup("bias.pt: a sparse 300 MB file", sparse("bias.pt", 300 << 20)),
+        )
+    )
+    cases.append(
+        Case(
+            8,
+            "train --bias: a FIFO",
+            bias_train,
+            fast=30,
+            setup=setup("bias.pt: a FIFO", fifo("bias.pt")),
+        )
+    )
+    runs = {
+        "empty": run_file(b""),
+        "garbage header": run_file(b"PK\x03\x04" + bytes(64)),
+        "uses a number": run_file(framed_run("5")),
+        "config value not JSON": run_file(framed_run("{nope")),
+        "a FIFO": run_file(None, "fifo"),
+        "/dev/zero": run_file(None, "device"),
+        "a sparse 3 GiB file": run_file(None, "sparse"),
+    }
+    for name, make in runs.items():
+        cases.append(
+            Case(
+                8,
+                f"sync --dry-run: .wandb {name}",
+                ["sync", "root", "--dry-run"],
+                setup=setup(f"root: a run file, {name}", make),
+                fast=30,
+            )
+        )
+    cases.append(
+        Case(
+            8,
+            "sync: a server that never answers",
+            ["sync", "root"],
+            env=online,
+            setup=setup("root: one run file", run_file(framed_run('["m"]'))),
+            fast=30,
+        )
+    )
+    shipped = os.path.join(REPO, "results", "long")
+    cases.append(
+        Case(
+            8,
+            "workspace: a server that never answers",
+            ["workspace", shipped, "--entity", "me"],
+            env=online,
+            fast=30,
+        )
+    )
+    sizes = [
+        ["--task", "multiadd", "--recipe", "multiadd", "--method", "abc", "--frame-spread", "3000"],
+        ["--method", "abc", "--samples", "10000000"],
+        ["--batch-size", "100000000"],
+        ["--valid-size", "100000000"],
+    ]
+    for extra in sizes:
+        cases.append(
+            Case(
+                8,
+                f"train {' '.join(extra)}",
+                ["train", "--no-wandb", "--out", "run", *extra],
+                fast=60,
+            )
+        )
+    cases.append(
+        Case(
+            8,
+            "train under ulimit -v 200 MB",
+            ["train", *TINY, "--no-wandb", "--out", "run"],
+            prefix=["prlimit", "--as=209715200"],
+            fast=30,
+        )
+    )
+    cases.append(
+        Case(
+            8,
+            "train --source '' ",
+            ["train", "--method", "abc", "--source", "", *TINY, "--no-wandb"],
+        )
+    )
+    cases.append(
+        Case(
+            8,
+            "train --source with Vanilla",
+            ["train", "--source", "src", *TINY, "--no-wandb", "--out", "run"],
+        )
+    )
+    cases.append(
+        Case(
+            8,
+            "train --source while another process trains it",
+            ["train", "--method", "abc", "--source", "src", *TINY, "--no-wandb", "--out", "run"],
+            setup=setup("src: a source whose lock another process holds", held_source("src")),
+            fast=60,
+        )
+    )
+    return cases
+
+
+def torch_complex():
+    import torch
+
+    return torch.complex64
+
+
+def sparse(name: str, size: int):
+    def make(d):
+        with open(os.path.join(d, name), "wb") as f:
+            f.truncate(size)
+
+    return make
+
+
 def main() -> None:
     global REPO
     parser = argparse.ArgumentParser(description="Robustness probe of the abcmini command line.")
@@ -2592,6 +2847,7 @@ def main() -> None:
         5: family_5,
         6: family_6,
         7: family_7,
+        8: family_8,
     }
     cases = [case for n in options.family for case in builders[n]() if options.match in case.name]
     if options.failed_in:  # only the cases that failed in an earlier run: has a change fixed them?

@@ -327,7 +327,7 @@ ACTIONS = {  # per command, the options that are no setting of a run: what the c
         "wandb_project",
         "dry_run",
     },
-    "eval": {"run_dir", "batch_size", "wandb", "wandb_project", "device"},
+    "eval": {"run_dir", "batch_size", "stress", "wandb", "wandb_project", "device"},
     "calibrate": {"run_dir", "recipe", "out", "overwrite", "wandb", "wandb_project"},
     "recipe": {"name"},
     "report": {"runs_dir", "out", "readme", "beside"},

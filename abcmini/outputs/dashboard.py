@@ -116,7 +116,10 @@ def accuracy_figure(task: str, cells: dict, train_digits: int = POOL_DIGITS) -> 
     nudged apart along the length axis (hover shows the true length), so equal lines stay visible."""
     fig = go.Figure()
     methods = sorted(method for t, method in cells if t == task)
-    longest = max(n for (t, _), per_length in cells.items() if t == task for n in per_length)
+    longest = max(
+        (n for (t, _), per_length in cells.items() if t == task for n in per_length),
+        default=train_digits,  # only stress families tested: an empty curve
+    )
     log = longest >= LOG_FROM
     fig.add_trace(
         go.Scatter(
@@ -366,6 +369,16 @@ def cell_html(record: dict, first: bool) -> tuple[str, bool]:
         f"{100 * (record.get('valid_acc') or 0):.1f}%; test seed {record.get('test_seed')}, test frame {record.get('test_frame', 'fixed')}"
         f"{''.join('; ' + m for m in made if m)}; <code>{html.escape(run)}</code></p>",
     ]
+    if record.get("stress"):  # abcmini eval --stress: a row per family, a column per length
+        lengths = sorted({int(n) for by in record["stress"].values() for n in by})
+        rows = [
+            [name, *(f"{100 * by[str(n)]:.2f}" if str(n) in by else "–" for n in lengths)]
+            for name, by in record["stress"].items()
+        ]
+        parts.append(
+            f"<p>Stress families, exact match (%) of {record.get('stress_size', '')} inputs each:</p>"
+            + rows_html("stress", ["family", *map(str, lengths)], rows)
+        )
     if not os.path.exists(os.path.join(run, CHECKPOINT)):
         parts.append(
             "<p>(only the result record is stored for this run: no training curve or heatmaps)</p>"

@@ -224,7 +224,9 @@ def markdown(cells: dict, lengths=None, rows=None, paper: bool = True) -> str:
     if rows is not None:
         cells = {key: cells[key] for key in rows if key in cells}
     lengths = sorted(lengths or {n for per_length in cells.values() for n in per_length})
-    seeds = {key: max(len(v) for v in per_length.values()) for key, per_length in cells.items()}
+    seeds = {
+        key: max(map(len, per_length.values()), default=0) for key, per_length in cells.items()
+    }
     lines = [
         "| task | method | seeds | " + " | ".join(str(n) for n in lengths) + " |",
         "|---|---|---|" + "---|" * len(lengths),
@@ -526,6 +528,24 @@ def per_seed(results: list[dict], others: list[dict], lengths) -> str:
     )
 
 
+def stress_table(results: list[dict]) -> str:
+    """Exact match (%) on each task's stress families (``abcmini eval --stress``): a row per
+    family and run, a column per length, median [range] over seeds."""
+    lines = []
+    for task in sorted({r["task"] for r in results if r.get("stress")}, key=str):
+        runs = [r for r in results if r["task"] == task and r.get("stress")]
+        lengths = sorted({int(n) for r in runs for by in r["stress"].values() for n in by})
+        lines += [f"**{task}**\n", "| family | method | " + " | ".join(map(str, lengths)) + " |"]
+        lines.append("|---|---|" + "---|" * len(lengths))
+        for name in dict.fromkeys(name for r in runs for name in r["stress"]):
+            for method in sorted({r["method"] for r in runs}):
+                mine = [r["stress"].get(name, {}) for r in runs if r["method"] == method]
+                row = [cell([by[str(n)] for by in mine if str(n) in by] or None) for n in lengths]
+                lines.append(f"| {name} | {method} | " + " | ".join(row) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def calibrated_lines(results: list[dict]) -> str:
     """The open lines of each ABC run's bias (``biases.open_lines``): layer, attention, direction
     Δ (segment 0 is ``$``, then the input's parts in order), head, and the line indices."""
@@ -655,6 +675,8 @@ def page(
         parts.append(
             f"## Per seed, beside {', '.join(sorted({r.get('recipe') or '–' for r in beside}))}\n\n{per_seed(kept, pool(beside)[0], lengths)}"
         )
+    if any(r.get("stress") for r in kept):
+        parts.append(f"## Stress families\n\n{stress_table(kept)}")
     if any(r.get("lines") for r in kept):
         parts.append(f"## Calibrated lines\n\n{calibrated_lines(kept)}")
     if left_out:
