@@ -112,6 +112,23 @@ class Hooks:
     def evaluated(self, length: int, accuracy: float, seconds: float) -> None: ...
 
 
+def model_fields(cfg: RunConfig, model=None) -> dict:
+    """The model a run resolves to (its preset and options applied): layers, heads, widths and,
+    given the model, its parameter count; the same in the result record and the wandb config."""
+    size = cfg.model_config()
+    fields = {
+        "arch": size.arch,
+        "enc_layers": size.enc_layers,
+        "dec_layers": size.dec_layers,
+        "heads": size.heads,
+        "d_model": size.d_model,
+        "d_ff": size.d_ff,
+    }
+    if model is not None:
+        fields["parameters"] = sum(p.numel() for p in model.parameters())
+    return fields
+
+
 def tracker_for(
     experiment: Experiment | None,
     cfg: RunConfig,
@@ -121,16 +138,19 @@ def tracker_for(
     group: str | None = None,
     keep_id: bool = False,
     agent: bool = False,
+    model=None,
     **config,
 ) -> Tracker:
     """A wandb run of a cell's stage (a run without an experiment record is its own group);
-    ``agent``: the stage that reports the cell, the sweep agent's run under ``wandb agent``."""
+    ``agent``: the stage that reports the cell, the sweep agent's run under ``wandb agent``.
+    Its config holds the resolved model (``model_fields``: with ``model``, its parameters)."""
     config = {
         **(
             run_config(experiment.to_dict(), cfg.label)
             if experiment
             else {**cfg.to_dict(), "method": cfg.label}
         ),
+        "model": model_fields(cfg, model),
         **config,
     }
     cell = [experiment.cell.method, experiment.recipe] if experiment else []
@@ -312,7 +332,15 @@ def train_stage(
         record = read_eval(run_dir) if after else None
         if agent and under_agent() and record is not None:
             with tracker_for(
-                experiment, experiment.run, run_dir, job_type, tracking, group, agent=True, **config
+                experiment,
+                experiment.run,
+                run_dir,
+                job_type,
+                tracking,
+                group,
+                agent=True,
+                model=trainer.model,
+                **config,
             ) as tracker:
                 report_done(
                     tracker,
@@ -331,6 +359,7 @@ def train_stage(
         group,
         keep_id=True,
         agent=agent,
+        model=trainer.model,
         **config,
     ) as tracker:
         if uses:
@@ -601,6 +630,7 @@ def evaluate(
         seconds[str(length)] = round(time.perf_counter() - began, 2)
         hooks.evaluated(length, accuracy[length], seconds[str(length)])
     extra["test_frame"] = "follows" if follows else "fixed"
+    extra["model"] = model_fields(cfg, model)
     if isinstance(model.scaffold, (Calibrated, PerLayer, BlockCalibrated)):
         extra["lines"] = open_lines(model.scaffold)
     if final:
@@ -901,6 +931,7 @@ def evaluate_run(
             run_dir,
             "eval",
             tracking,
+            model=model,
             lengths=list(lengths),
             test_seed=test_seed,
             weights=weights,

@@ -6,8 +6,11 @@ as a PNG and/or hands to the tracker, then closes with ``close``.
 
 import math
 import os
+import tempfile
 
-import matplotlib
+# matplotlib's font cache in the temporary folder unless the user placed it: never under HOME
+os.environ.setdefault("MPLCONFIGDIR", os.path.join(tempfile.gettempdir(), "abcmini-matplotlib"))
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

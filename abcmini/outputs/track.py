@@ -44,12 +44,8 @@ AGENT_VARIABLES = (
     "WANDB_SWEEP_PARAM_PATH",
 )  # what wandb agent sets for each run
 SETTINGS = dict(
-    console="off",
-    x_disable_stats=True,
-    disable_git=True,
-    x_save_requirements=False,
-    init_timeout=30,
-)
+    init_timeout=30
+)  # else wandb's defaults: system metrics, console, git state, requirements (docs/tracking.md)
 
 
 def base_url() -> str:
@@ -185,6 +181,8 @@ class Tracker:
             os.environ["WANDB_DATA_DIR"] = (
                 folder  # staging: FOLDER/artifacts/staging, read when a file is added
             )
+            for name, place in (("WANDB_CACHE_DIR", "cache"), ("WANDB_CONFIG_DIR", "config")):
+                os.environ.setdefault(name, os.path.join(folder, place))  # never under HOME
             id_path = os.path.join(run_dir, ID_FILE)
             agents = agent and under_agent()
             keep_id = keep_id and not agents
@@ -242,6 +240,11 @@ class Tracker:
                         os.path.join(parent, link)
                         for link in ("latest-run", "debug.log", "debug-internal.log")
                         if os.path.islink(os.path.join(run_dir, parent, link))
+                    ),
+                    *(
+                        os.path.join(parent, place)  # wandb's cache and config (never HOME)
+                        for place in ("cache", "config")
+                        if os.path.isdir(os.path.join(run_dir, parent, place))
                     ),
                 )
             if keep_id:

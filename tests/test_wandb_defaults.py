@@ -1,0 +1,52 @@
+"""What wandb records by default stays on (system metrics, the console, the installed
+requirements), the run's config names the resolved model with its parameter count, and nothing
+is written under the home directory: wandb's cache and config go inside the run's wandb folder,
+matplotlib's font cache to the temporary folder. A real tiny training, offline, read back."""
+
+import collections
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+from abcmini.outputs.wandb_files import read_offline_run, records
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.integration  # trains and tracks: the second tier
+
+
+def test_a_tracked_run_keeps_wandbs_defaults_and_leaves_home_untouched(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("WANDB_") and key != "MPLCONFIGDIR"
+    }
+    env |= {"HOME": str(home), "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1"}
+    env |= {"PYTHONPATH": ROOT, "NETRC": str(tmp_path / "no-netrc")}
+    done = subprocess.run(
+        [sys.executable, "-c", "import cli; cli.main()", "train", "--recipe", "quick"]
+        + ["--preset", "tiny", "--pad-width", "7", "--lengths", "3", "--steps", "40"]
+        + ["--eval-every", "20", "--valid-size", "20", "--out", "run", "--threads", "1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(home.rglob("*")) == []  # nothing new under HOME
+    (folder,) = glob.glob(str(tmp_path / "run" / "wandb" / "offline-run-*"))
+    kinds = collections.Counter(
+        record.WhichOneof("record_type")
+        for record in records(glob.glob(os.path.join(folder, "run-*.wandb"))[0])
+    )
+    assert kinds["stats"] >= 1 and kinds["output_raw"] >= 1, kinds  # system metrics, console
+    assert os.path.isfile(os.path.join(folder, "files", "requirements.txt"))
+    model = read_offline_run(folder).config["model"]
+    assert model["heads"] == 2 and model["d_model"] == 32 and model["parameters"] > 1000, model
+    cache = tmp_path / "run" / "wandb" / "cache"
+    assert any(cache.rglob("core-debug-*.log"))  # wandb-core's log: inside the run, not HOME
