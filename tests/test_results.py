@@ -179,3 +179,13 @@ def test_the_calibrations_table_of_recipe_md_is_its_records():
     assert (
         "| addition | 60 | 99.8 |" in text and "| Algorithm 1 | " in text
     )  # the blocks are not empty
+
+
+def test_the_stress_table_of_multi_operand_md_is_its_records():
+    with open("docs/multi-operand.md") as f:
+        text = f.read()
+    assert with_blocks(text, collect("results/stress")) == text, (
+        "docs/multi-operand.md's stress table differs from its records: run abcmini report "
+        "results/stress --out runs/stress.md --readme docs/multi-operand.md"
+    )
+    assert "| one_operand | nope+abc | 0.00 | 0.00 |" in text  # the block is not empty

@@ -861,6 +861,7 @@ def departures(records: list[dict], ablation: list[dict]) -> str:
 BLOCKS = {
     "departures": re.compile(r"(<!-- departures -->\n)(.*?)(<!-- /departures -->)", re.S),
     "calibrations": re.compile(r"(<!-- calibrations -->\n)(.*?)(<!-- /calibrations -->)", re.S),
+    "stress": re.compile(r"(<!-- stress -->\n)(.*?)(<!-- /stress -->)", re.S),
     "headline": re.compile(r"(<!-- headline -->\n)(.*?)(<!-- /headline -->)", re.S),
     "methods-table": re.compile(r"(<!-- methods-table -->\n)(.*?)(<!-- /methods-table -->)", re.S),
 }
@@ -877,6 +878,7 @@ def with_blocks(text: str, records: list[dict], beside: list[dict] = ()) -> str:
         )
     tables = {
         "calibrations": lambda: calibrations(records),
+        "stress": lambda: stress_table(records),
         "departures": lambda: departures(records, list(beside)),
         "headline": lambda: headline(pool(records)[0]),
         "methods-table": lambda: todays_methods(pool(records)[0], pool(list(beside))[0]),
