@@ -497,7 +497,11 @@ def test_reproduce_tracks_every_stage_of_an_abc_cell_compares_the_methods_and_re
         "nope+abc",
     }
     (report_table,) = comparison.media("tables/successor")
-    assert json.loads(open(report_table).read())["columns"] == ["method", "6", "12"]
+    table = json.loads(open(report_table).read())
+    assert table["columns"] == ["method", "length", "median", "lowest", "highest", "seeds", "cell"]
+    assert {tuple(row[:2]) for row in table["data"]} == {
+        (m, n) for m in ("vanilla", "nope+abc") for n in (6, 12)
+    } and all(isinstance(row[2], (int, float)) for row in table["data"])
     # the sync command over that root: every run (sources and the comparison included) and the edges it would restore
     plan = invoke("sync", tmp_path / "ok", "--dry-run")
     assert plan.exit_code == 0, plan.output

@@ -5,7 +5,7 @@ import os
 
 from typer.testing import CliRunner
 
-from abcmini.outputs.compare import series
+from abcmini.outputs.compare import TABLE_COLUMNS, series, table_rows
 from abcmini.outputs.report import collect, pool
 from abcmini.outputs.workspace import build, describe
 from cli import app
@@ -13,25 +13,22 @@ from cli import app
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_the_comparison_series_are_the_median_and_the_range_over_seeds_on_a_log_axis_past_100_digits():
+def test_the_comparison_is_one_median_line_per_method_and_a_table_of_numbers():
+    """One line per method (its median over seeds), on a log axis past 100 digits; the table
+    beside it holds numbers (median, lowest, highest, seed count), so it sorts and plots."""
     per_method = {
         "abc": {6: [1.0, 0.98, 0.99], 500: [0.97, 1.0, 0.99]},
         "vanilla": {6: [1.0], 60: [0.0]},
     }
     xs, ys, keys, log = series(per_method)
-    assert log and keys == [
-        "abc (median)",
-        "abc (lowest seed)",
-        "abc (highest seed)",
-        "vanilla",
-    ]  # one seed: no range
-    assert [round(x, 3) for x in xs[0]] == [0.778, 2.699] and ys[:3] == [
-        [99.0, 99.0],
-        [98.0, 97.0],
-        [100.0, 100.0],
-    ]
+    assert log and keys == ["abc", "vanilla"]
+    assert [round(x, 3) for x in xs[0]] == [0.778, 2.699] and ys[0] == [99.0, 99.0]
     _, ys, keys, log = series({"vanilla": {6: [1.0], 60: [0.5]}})
     assert not log and keys == ["vanilla"] and ys == [[100.0, 50.0]]
+    rows = table_rows(per_method)
+    assert TABLE_COLUMNS == ["method", "length", "median", "lowest", "highest", "seeds", "cell"]
+    assert rows[1] == ["abc", 500, 99.0, 97.0, 100.0, 3, "99.00 [97.00–100.00]"]
+    assert all(isinstance(v, (int, float)) for row in rows for v in row[1:6])
 
 
 def test_the_workspace_and_report_of_a_root_group_by_method_per_task_with_a_log_axis_for_long_tests():
@@ -63,6 +60,7 @@ def test_the_workspace_and_report_of_a_root_group_by_method_per_task_with_a_log_
         assert [f.name for f in view.runset_settings.groupby] == ["label"]
         assert f"Config(\"task\") == '{task}'" in str(view.runset_settings.filters)
         assert "Config(\"recipe\") == 'long'" in str(view.runset_settings.filters)
+        assert "JobType\") in ['train', 'retraining']" in str(view.runset_settings.filters)
     grids = [block for block in report.blocks if type(block).__name__ == "PanelGrid"]
     assert sorted(grid.runsets[0].name for grid in grids) == sorted(tasks) and all(
         grid.runsets[0].groupby == ["label"] for grid in grids

@@ -1,8 +1,8 @@
 """The comparison run: one wandb run (job type ``comparison``) per ``reproduce`` invocation and
 per sweep that sets the methods side by side, as the report does. Per task: exact match against
-length for every method (median over seeds, lowest and highest seed) as a
-``wandb.plot.line_series`` (against log10 of the length once tests reach ``LOG_FROM`` digits:
-the chart has no log axis), and the report's table as a ``wandb.Table``. Its config names the run
+length for every method (its median over seeds, one line each) as a ``wandb.plot.line_series``
+(against log10 of the length once tests reach ``LOG_FROM`` digits: the chart has no log axis),
+and a ``wandb.Table`` of numbers per method and length (median, lowest, highest, seeds). Its config names the run
 of every cell it compares (directory, wandb id, group).
 """
 
@@ -39,21 +39,37 @@ def cell_runs(records: list[dict], root: str) -> list[dict]:
 
 
 def series(per_method: dict) -> tuple[list, list, list, bool]:
-    """``xs``, ``ys``, ``keys`` of one task's line series: per method its median over seeds and,
-    with two seeds or more, its lowest and highest seed, in %; and whether x is log10(length)."""
+    """``xs``, ``ys``, ``keys`` of one task's line series: one line per method, its median over
+    seeds in % (the seeds' range is in the table beside it); and whether x is log10(length)."""
     log = max(n for per_length in per_method.values() for n in per_length) >= LOG_FROM
     xs, ys, keys = [], [], []
     for method, per_length in per_method.items():
         lengths = sorted(per_length)
-        x = [math.log10(n) if log else n for n in lengths]
-        lines = [("median", statistics.median)]
-        if max(len(v) for v in per_length.values()) > 1:
-            lines += [("lowest seed", min), ("highest seed", max)]
-        for name, of in lines:
-            xs.append(x)
-            ys.append([100 * of(per_length[n]) for n in lengths])
-            keys.append(f"{method} ({name})" if len(lines) > 1 else method)
+        xs.append([math.log10(n) if log else n for n in lengths])
+        ys.append([100 * statistics.median(per_length[n]) for n in lengths])
+        keys.append(method)
     return xs, ys, keys, log
+
+
+TABLE_COLUMNS = ["method", "length", "median", "lowest", "highest", "seeds", "cell"]
+
+
+def table_rows(per_method: dict) -> list[list]:
+    """One row per method and length, numbers as numbers (exact match in %, the seed count) so
+    the table sorts and plots; ``cell`` is the report's ``median [lowest–highest]`` text."""
+    return [
+        [
+            method,
+            n,
+            100 * statistics.median(per_length[n]),
+            100 * min(per_length[n]),
+            100 * max(per_length[n]),
+            len(per_length[n]),
+            cell(per_length[n]),
+        ]
+        for method, per_length in per_method.items()
+        for n in sorted(per_length)
+    ]
 
 
 def log_comparison(tracker: Tracker, records: list[dict], root: str) -> None:
@@ -81,15 +97,7 @@ def log_comparison(tracker: Tracker, records: list[dict], root: str) -> None:
                     )
                 }
             )
-        lengths = sorted({n for per_length in per_method.values() for n in per_length})
-        tracker.table(
-            f"tables/{task}",
-            ["method", *map(str, lengths)],
-            [
-                [method, *(cell(per_length.get(n)) for n in lengths)]
-                for method, per_length in per_method.items()
-            ],
-        )
+        tracker.table(f"tables/{task}", TABLE_COLUMNS, table_rows(per_method))
     tracker.summary(
         {
             "cells": len(kept),

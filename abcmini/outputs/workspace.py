@@ -1,6 +1,7 @@
 """``abcmini workspace ROOT``: the comparison in the wandb UI, defined in code with
 ``wandb-workspaces``: a saved workspace view per task of a results root (its runs filtered to the
-task and the root's recipe, grouped by the method as the tables name it) and one report with a
+task, the root's recipe and the runs that train and test a cell (job types ``CELL_JOBS``: an ABC
+cell's Vanilla source is not Vanilla's), grouped by the method as the tables name it) and one report with a
 section per task. Each holds exact match against length (median over seeds, min–max band, a log
 length axis once tests reach 100 digits), the training curves, and the attention and bias images.
 Only saving needs a server; the objects are built and checked offline.
@@ -18,6 +19,9 @@ MEDIA = (
     "calibration/attention_cross",
     "calibration/bias_cross",
 )
+
+
+CELL_JOBS = ("train", "retraining")  # the run that trains and tests each cell (pipeline.run_cell)
 
 
 def panels(longest: int, reports) -> list:
@@ -64,7 +68,8 @@ def build(records: list[dict], entity: str, project: str) -> tuple[list, object]
         for task in tasks
     }
     scope = [ws.Config("recipe") == recipes[0]] if len(recipes) == 1 else []
-    of = lambda task: ws.And(*scope, ws.Config("task") == task)  # noqa: E731 — the runs of one task
+    cell = ws.Metric("JobType").isin(list(CELL_JOBS))  # an ABC cell's source is not its method
+    of = lambda task: ws.And(*scope, cell, ws.Config("task") == task)  # noqa: E731 — one task's cells
     views = [
         ws.Workspace(
             entity=entity,
