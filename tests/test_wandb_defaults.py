@@ -50,3 +50,53 @@ def test_a_tracked_run_keeps_wandbs_defaults_and_leaves_home_untouched(tmp_path)
     assert model["heads"] == 2 and model["d_model"] == 32 and model["parameters"] > 1000, model
     cache = tmp_path / "run" / "wandb" / "cache"
     assert any(cache.rglob("core-debug-*.log"))  # wandb-core's log: inside the run, not HOME
+
+
+def steps_logged(run_dir) -> list[int]:
+    """Every step at which a tracked training logged its loss, over all its processes' files."""
+    from abcmini.outputs.wandb_files import history
+
+    run_id = (run_dir / "wandb-id").read_text().strip()
+    return [
+        row["_step"]
+        for path in sorted(
+            glob.glob(str(run_dir / "wandb" / f"*-{run_id}" / f"run-{run_id}.wandb"))
+        )
+        for row in history(path)
+        if "train/loss" in row
+    ]
+
+
+def test_a_killed_and_resumed_tracked_run_logs_each_step_once(tmp_path):
+    """SIGKILL after the first checkpoint and after the loss of later steps reached wandb's file,
+    then ``--resume``: each step's loss is logged once over both processes, up to the last."""
+    import signal
+    import time
+
+    import torch
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WANDB_MODE": "offline", "PYTHONPATH": ROOT}
+    env.pop("WANDB_DIR", None)
+    args = [sys.executable, "-c", "import cli; cli.main()", "train", "--recipe", "quick"]
+    args += ["--task", "addition", "--preset", "tiny", "--pad-width", "7", "--lengths", "3"]
+    args += ["--steps", "1200", "--eval-every", "200", "--valid-size", "20", "--stop-at", "1"]
+    args += ["--out", "run", "--threads", "1"]
+    process = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL)
+    run = tmp_path / "run"
+    deadline, killed_after = time.time() + 300, None
+    while time.time() < deadline and process.poll() is None:
+        if (run / "checkpoint.pt").exists() and (run / "wandb-id").exists():
+            saved = torch.load(run / "checkpoint.pt", weights_only=True)["step"]
+            if any(step > saved for step in steps_logged(run)):
+                killed_after = saved
+                break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert killed_after is not None and process.returncode == -signal.SIGKILL
+    before = steps_logged(run)
+    assert max(before) > killed_after  # steps the resumed run trains again were logged
+    done = subprocess.run(args + ["--resume"], cwd=tmp_path, env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr[-1500:]
+    after = steps_logged(run)
+    assert sorted(after) == sorted(set(after)) and max(after) == 1200, after

@@ -21,6 +21,7 @@ everything ``wandb sync`` needs.
   environment wandb reads at setup, so it is a run of its own with its own config.
 """
 
+import glob
 import hashlib
 import http.client
 import os
@@ -33,6 +34,7 @@ from urllib.parse import urlparse
 
 from abcmini import __version__, commit
 from abcmini.errors import exit_code_of, signals_held
+from abcmini.outputs.wandb_files import history
 from abcmini.store import atomic_write, note_written
 
 DEFAULT_PROJECT = "abcmini"
@@ -73,6 +75,21 @@ def reachable(url: str, seconds: float = REACH_SECONDS) -> bool:
     except (OSError, ValueError, http.client.HTTPException):
         return False
     return True
+
+
+def last_logged_step(wandb_dir: str, run_id: str, current: str) -> int:
+    """The last step the earlier processes of run ``run_id`` logged, read from their offline
+    files under ``wandb_dir`` (not the folder of the process now starting); -1 if none."""
+    steps = [-1]
+    for path in glob.glob(
+        os.path.join(glob.escape(wandb_dir), f"*-{run_id}", f"run-{run_id}.wandb")
+    ):
+        if os.path.dirname(path) != os.path.dirname(os.path.abspath(current)):
+            try:
+                steps += [row["_step"] for row in history(path) if "_step" in row]
+            except (OSError, ValueError):
+                continue  # an unreadable file of a killed process: nothing to skip from it
+    return int(max(steps))
 
 
 def under_agent() -> bool:
@@ -136,6 +153,7 @@ class Tracker:
 
     def __init__(self, run=None):
         self.run, self.uses, self.offline, self.data_dir = run, [], True, None
+        self.logged_to = -1  # a resumed run: the last step its earlier processes logged
 
     @classmethod
     def start(
@@ -247,6 +265,12 @@ class Tracker:
                         if os.path.isdir(os.path.join(run_dir, parent, place))
                     ),
                 )
+            if run_id:  # resumed: steps between its checkpoint and the kill are logged already
+                wandb_dir = os.path.join(os.environ.get("WANDB_DIR", run_dir), "wandb")
+                tracker.logged_to = max(
+                    last_logged_step(wandb_dir, run_id, tracker.run.dir),
+                    (tracker.run.step or 0) - 1,  # online: the server's count
+                )
             if keep_id:
                 note_written(run_dir, ID_FILE)
                 atomic_write(id_path, lambda f: f.write(tracker.run.id.encode()))
@@ -277,13 +301,13 @@ class Tracker:
                 self.restore()
 
     def log(self, metrics: dict, step: int | None = None) -> None:
-        if self.run is not None:
+        if self.run is not None and (step is None or step > self.logged_to):
             with self.guard():
                 self.run.log(metrics, step=step)
 
     def images(self, figures: dict, step: int | None = None) -> None:
         """Log images: matplotlib figures (the caller closes them) or PNG paths."""
-        if self.run is not None:
+        if self.run is not None and (step is None or step > self.logged_to):
             with self.guard():
                 import wandb
 
