@@ -44,6 +44,7 @@ from abcmini.recipes import RECIPES
 
 console = Console()
 errors = Console(stderr=True)
+HEARTBEAT = 60  # seconds: output that is not a terminal gets a progress line at least this often
 RECIPE_HELP = " | ".join(RECIPES) + " | FILE.yaml (abcmini recipe)."
 WANDB = typer.Option(True, "--wandb/--no-wandb", help="Track with wandb (offline without a key).")
 WANDB_PROJECT = typer.Option(None, help="wandb project [default: $WANDB_PROJECT].")
@@ -242,6 +243,8 @@ class ConsoleHooks:
     on a terminal, a plain line per validation and per length otherwise."""
 
     waiting = None  # pipeline.Hooks.waiting
+    pace = (0.0, 0, 0)
+    spoke = 0.0
 
     def __init__(self):
         self.progress = self.bar = None
@@ -261,6 +264,8 @@ class ConsoleHooks:
     @contextmanager
     def training(self, role, trainer):
         cfg = trainer.cfg
+        self.pace = (time.monotonic(), trainer.step_count, cfg.batch_size)  # throughput's start
+        self.spoke = time.monotonic()  # the last plain line (output not a terminal)
         console.print(
             f"[bold]{'train' if role == 'run' else 'ABC source'}[/] {cfg.task} · {cfg.label} · "
             f"{'pad width ' + str(cfg.pad_width) if cfg.pad_width else 'growing geometry'} · "
@@ -286,14 +291,25 @@ class ConsoleHooks:
 
     def step(self, step, loss):
         self.progress.update(self.bar, completed=step, loss=loss)
+        if not console.is_terminal and time.monotonic() - self.spoke >= HEARTBEAT:
+            console.print(f"step {step:>6} · loss {loss:.4f} · {self.throughput(step)}")
+            sys.stdout.flush()
+            self.spoke = time.monotonic()
+
+    def throughput(self, step) -> str:
+        """Examples per second since this training (re)started."""
+        began, first, batch = self.pace
+        return f"{(step - first) * batch / max(time.monotonic() - began, 1e-9):,.0f} examples/s"
 
     def validated(self, entry):
         self.progress.update(self.bar, valid=f"{entry['valid_acc']:.2%}")
         if not console.is_terminal:  # a log file gets one plain line per evaluation
             console.print(
-                f"step {entry['step']:>6} · loss {entry['loss']:.4f} · valid {entry['valid_acc']:.2%} · {entry['seconds']:.0f}s"
+                f"step {entry['step']:>6} · loss {entry['loss']:.4f} · valid {entry['valid_acc']:.2%} · "
+                f"{entry['seconds']:.0f}s · {self.throughput(entry['step'])}"
             )
             sys.stdout.flush()
+            self.spoke = time.monotonic()
 
     def calibrated(self, result, seconds):
         print_calibration(result, seconds)
@@ -901,10 +917,16 @@ def reproduce_command(
         progress.advance(bar, int(job in to_do))
         sys.stdout.flush()
 
+    def on_wait(running):
+        if not console.is_terminal:  # a log file hears at least once a minute what is running
+            cells = ", ".join(f"{j.cell.task}/{j.experiment.name}" for j in running)
+            console.print(f"{time.perf_counter() - start:7.0f}s  running: {cells}", highlight=False)
+            sys.stdout.flush()
+
     try:
         with progress, user_errors():  # a full disk under the ledger: one line
             bar = progress.add_task("cells", total=len(jobs), completed=len(jobs) - len(to_do))
-            results = run_all(jobs, workers, on_done, Tracking(wandb, wandb_project))
+            results = run_all(jobs, workers, on_done, Tracking(wandb, wandb_project), on_wait)
     except (KeyboardInterrupt, Stopped) as stop:
         done = read_invocations(out)[-1]["done"]
         errors.print(

@@ -189,11 +189,21 @@ def fit(trainer: Trainer, role: str, hooks: Hooks, tracker: Tracker) -> dict:
     """Train ``trainer`` from where it stopped, printed by ``hooks`` and logged by ``tracker``;
     returns the last history entry."""
 
+    last = [time.perf_counter(), trainer.step_count]  # throughput since the last log
+
     def on_step(step, loss):
         hooks.step(step, loss)
         if step % LOG_EVERY == 0:
+            now, examples = time.perf_counter(), (step - last[1]) * trainer.cfg.batch_size
+            rate = examples / max(now - last[0], 1e-9)
+            last[:] = now, step
             tracker.log(
-                {"train/loss": loss, "train/lr": trainer.optimizer.param_groups[0]["lr"]}, step=step
+                {
+                    "train/loss": loss,
+                    "train/lr": trainer.optimizer.param_groups[0]["lr"],
+                    "train/examples_per_second": rate,
+                },
+                step=step,
             )
 
     def on_eval(entry):

@@ -229,13 +229,14 @@ def next_job(waiting: list[Job], busy: set[Job]) -> Job | None:
 
 
 def run_all(
-    jobs: list[Job], workers: int, on_done=None, tracking: Tracking = Tracking()
+    jobs: list[Job], workers: int, on_done=None, tracking: Tracking = Tracking(), on_wait=None
 ) -> list[dict]:
     """Every job in a worker process of its own, ``workers`` at a time, in ``next_job``'s order
     (ABC after its Vanilla run). A worker that dies (the OOM killer's SIGKILL) costs its own cell
     only: the cell is recorded as failed with the signal, the others go on. The invocation's wall
     time and finished cells go to ``ROOT/invocations.json`` (``Invocation``), also when it is
-    interrupted: then the workers stop within a second and it re-raises."""
+    interrupted: then the workers stop within a second and it re-raises. ``on_wait(jobs)`` is
+    called with the running jobs whenever a job starts and at least once a minute."""
     results = []
     start, to_do = time.perf_counter(), {job for job in jobs if not job.done()}
     invocation = Invocation.begin(jobs, workers, len(to_do))
@@ -257,6 +258,8 @@ def run_all(
                     process.start()
                     send.close()  # the worker holds the only sending end: its death reads as end of file
                     running[receive] = (job, process)
+                    if on_wait:
+                        on_wait([j for j, _ in running.values()])
                 ready = set(
                     connection.wait(
                         [*running, *(process.sentinel for _, process in running.values())],
@@ -273,6 +276,8 @@ def run_all(
                             on_done(job, result)
                 invocation.seconds = round(time.perf_counter() - start, 1)
                 invocation.save()  # at least once a minute and after every job: a killed invocation still counts
+                if on_wait and running and not ready:
+                    on_wait([j for j, _ in running.values()])
         except (KeyboardInterrupt, Stopped):
             stop.set()  # the workers leave at once; their checkpoints stay
             for _, process in running.values():

@@ -192,7 +192,10 @@ def test_abc_starts_as_soon_as_its_vanilla_source_is_done(tmp_path):
 def test_reproduce_runs_resumes_and_reports(tmp_path):
     root = str(tmp_path)
     jobs = plan(TINY, table_cells(["successor"], ["vanilla", "NoPE+w=1", "abc"], [0]), root)
-    first = run_all(jobs, workers=1)
+    heard = []  # on_wait: every job's start (a log file hears it at once, then once a minute)
+    first = run_all(jobs, workers=1, on_wait=heard.append)
+    assert len(heard) >= len(jobs) and all(len(running) == 1 for running in heard)
+    assert {job for running in heard for job in running} == set(jobs)
     by_method = {r.get("method"): r for r in first}
     assert (
         set(by_method["vanilla"]["accuracy"]) == {"2", "5"}

@@ -46,7 +46,11 @@ def test_a_tracked_run_keeps_wandbs_defaults_and_leaves_home_untouched(tmp_path)
     )
     assert kinds["stats"] >= 1 and kinds["output_raw"] >= 1, kinds  # system metrics, console
     assert os.path.isfile(os.path.join(folder, "files", "requirements.txt"))
-    model = read_offline_run(folder).config["model"]
+    logged = read_offline_run(folder)
+    rates = [row["train/examples_per_second"] for row in logged.history if "train/loss" in row]
+    assert rates and all(rate > 0 for rate in rates)  # throughput, logged with the loss
+    assert "examples/s" in done.stdout  # and shown in each validation line of a log file
+    model = logged.config["model"]
     assert model["heads"] == 2 and model["d_model"] == 32 and model["parameters"] > 1000, model
     cache = tmp_path / "run" / "wandb" / "cache"
     assert any(cache.rglob("core-debug-*.log"))  # wandb-core's log: inside the run, not HOME
