@@ -412,3 +412,20 @@ def test_same_digit_opens_a_line_on_every_operand_where_one_operand_has_it():
     assert line_zero(one_digit, 0.5, same_digit=True) == line_zero(
         one_digit, 0.5
     )  # not pooled with $ or *
+
+
+def test_a_union_of_layers_lists_each_line_once_at_the_value_it_materializes_to():
+    """Two layers' tables of one direction, united, hold line 0 twice (−0.112 and 0.0): the bias
+    as a table lists it once, at the larger value, the one every cell on it gets."""
+    from abcmini.nn.biases import NEG_INF, Calibrated, LineBias, line_rows
+
+    def layer(value):
+        values = torch.full((1, 2, 3), NEG_INF)
+        values[0, 1, 1] = value  # head 1, line 0 (first −1)
+        table = LineBias((0,), (-1,), values)
+        return Calibrated(table, table)
+
+    united = layer(-0.112).union(layer(0.0))
+    rows = [row for row in line_rows(united) if row[1] == "cross"]
+    assert rows == [("every", "cross", "Δ = 0", 1, "0", 0.0)]
+    assert united.cross_attention(3, 3)[1].max() == 0.0

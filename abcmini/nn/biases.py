@@ -288,13 +288,20 @@ class LineBias(nn.Module):
         )
 
     def lines(self):
-        """``(direction label, head, [(line, value)])`` for every head with an open line."""
+        """``(direction label, head, [(line, value)])`` for every head with an open line, each
+        line once: tables of one direction (and segment), as a union of layers holds, merge by
+        max, as they do when the bias is materialized."""
+        merged = {}  # (label, head) → {line: value}, in table order
         for index, (values, delta, first) in enumerate(zip(self.values, self.deltas, self.firsts)):
             label = f"Δ = {delta}" + (f", segment {self.segments[index]}" if self.anchored else "")
             for head, row in enumerate(values.tolist()):
-                open_lines = [(first + i, v) for i, v in enumerate(row) if v != NEG_INF]
-                if open_lines:
-                    yield label, head, open_lines
+                kept = merged.setdefault((label, head), {})
+                for i, v in enumerate(row):
+                    if v != NEG_INF:
+                        kept[first + i] = max(v, kept.get(first + i, NEG_INF))
+        for (label, head), kept in merged.items():
+            if kept:
+                yield label, head, sorted(kept.items())
 
 
 class Calibrated(nn.Module):
