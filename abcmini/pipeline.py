@@ -185,9 +185,16 @@ def training_summary(trainer: Trainer) -> dict:
     }
 
 
-def fit(trainer: Trainer, role: str, hooks: Hooks, tracker: Tracker) -> dict:
-    """Train ``trainer`` from where it stopped, printed by ``hooks`` and logged by ``tracker``;
-    returns the last history entry."""
+def fit(
+    trainer: Trainer,
+    role: str,
+    hooks: Hooks,
+    tracker: Tracker,
+    experiment: Experiment | None = None,
+) -> dict:
+    """Train ``trainer`` from where it stopped, printed by ``hooks`` and logged by ``tracker``,
+    with the attention (and scaffold) pictures at every validation, so wandb shows how attention
+    forms step by step; returns the last history entry."""
 
     last = [time.perf_counter(), trainer.step_count]  # throughput since the last log
 
@@ -209,9 +216,30 @@ def fit(trainer: Trainer, role: str, hooks: Hooks, tracker: Tracker) -> dict:
     def on_eval(entry):
         hooks.validated(entry)
         log_validation(tracker, entry)
+        log_pictures(
+            tracker,
+            trainer.model,
+            experiment,
+            trainer.cfg,
+            entry["step"],
+            trainer.valid,
+            TRAINING_PICTURES,
+            table=False,
+        )
 
     with hooks.training(role, trainer):
         if not trainer.stopped:
+            if trainer.step_count == 0:  # the untrained model's attention: where it starts from
+                log_pictures(
+                    tracker,
+                    trainer.model,
+                    experiment,
+                    trainer.cfg,
+                    0,
+                    trainer.valid,
+                    TRAINING_PICTURES,
+                    table=False,
+                )
             trainer.run(on_eval=on_eval, on_step=on_step)
     tracker.summary(training_summary(trainer))
     return trainer.history[-1] if trainer.history else {}
@@ -222,6 +250,7 @@ PICTURE_LENGTHS = (
     20,
     100,
 )  # the attention pictures: the longest training length and two test lengths
+TRAINING_PICTURES = PICTURE_LENGTHS[:2]  # at each validation: the training length and one test
 LINE_COLUMNS = (
     "layer",
     "attention",
@@ -264,15 +293,18 @@ def log_pictures(
     cfg: RunConfig,
     step: int,
     example: Example | None = None,
+    lengths=PICTURE_LENGTHS,
+    table: bool = True,
 ) -> None:
-    """Attention of every layer and head at ``PICTURE_LENGTHS``; the scaffold (ABS window, ABC
-    bias) per head at ``example``'s geometry, an ABC bias also as a table of its open lines."""
-    if tracker.run is None:
+    """Attention of every layer and head at ``lengths``; the scaffold (ABS window, ABC bias) per
+    head at ``example``'s geometry, an ABC bias also as a table of its open lines (``table``)."""
+    if tracker.run is None or step <= tracker.logged_to:
         return
     figures = {}
     with tracker.guard():  # a picture that cannot be drawn turns tracking off, never ends the run
         device = next(model.parameters()).device
-        figures = attention_figures(model, picture_examples(experiment, cfg, device), cfg.label)
+        examples = picture_examples(experiment, cfg, device, lengths)
+        figures = attention_figures(model, examples, cfg.label)
         if model.scaffold is not None and example is not None:
             figures |= bias_figures(
                 model.scaffold, example.tgt_out.shape[1], detokenize(example.src[0]), cfg.label
@@ -280,7 +312,7 @@ def log_pictures(
     tracker.images(figures, step=step)
     for fig in figures.values():
         close(fig)
-    if isinstance(model.scaffold, (Calibrated, PerLayer, BlockCalibrated)):
+    if table and isinstance(model.scaffold, (Calibrated, PerLayer, BlockCalibrated)):
         tracker.table("bias/lines", LINE_COLUMNS, line_rows(model.scaffold))
 
 
@@ -375,7 +407,7 @@ def train_stage(
         if uses:
             tracker.use(uses)
         trained = not trainer.stopped
-        fit(trainer, role, hooks, tracker)
+        fit(trainer, role, hooks, tracker, experiment)
         if trained:
             log_model(tracker, trainer, experiment)
         return trainer, after(trainer, tracker) if after else None

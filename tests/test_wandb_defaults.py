@@ -50,6 +50,8 @@ def test_a_tracked_run_keeps_wandbs_defaults_and_leaves_home_untouched(tmp_path)
     rates = [row["train/examples_per_second"] for row in logged.history if "train/loss" in row]
     assert rates and all(rate > 0 for rate in rates)  # throughput, logged with the loss
     assert "examples/s" in done.stdout  # and shown in each validation line of a log file
+    pictured = [row["_step"] for row in logged.history if "attention/7-digits/cross" in row]
+    assert pictured == [0, 20, 40], pictured  # attention before training and at each validation
     model = logged.config["model"]
     assert model["heads"] == 2 and model["d_model"] == 32 and model["parameters"] > 1000, model
     cache = tmp_path / "run" / "wandb" / "cache"
