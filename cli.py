@@ -722,6 +722,47 @@ def recipe_command(name: str = typer.Argument("paper", help=RECIPE_HELP)):
     console.print(table)
 
 
+@app.command("compare")
+def compare_command(
+    runs_dirs: list[str] = typer.Argument(
+        ..., help="Results roots or run directories whose result records (eval.json) to compare."
+    ),
+    name: str = typer.Option(None, help="The comparison's wandb group [default: compare/NAME]."),
+    out: str = typer.Option(
+        None, help="Where its wandb run is written [default: the folder above every directory]."
+    ),
+    wandb_project: str = WANDB_PROJECT,
+):
+    """A comparison run (job type comparison: the methods side by side per task, as reproduce and
+    sweep end with) built from runs that already exist: a results root, a sweep's runs gathered
+    from several machines, or a list of run directories."""
+    with user_errors():
+        for run_dir in runs_dirs:
+            if not os.path.exists(run_dir):
+                raise UserError(f"{run_dir!r} does not exist")
+    from abcmini.outputs.compare import comparison_run
+    from abcmini.outputs.report import collect
+
+    with user_errors():
+        records = [record for run_dir in runs_dirs for record in collect(run_dir)]
+        if not records:
+            raise UserError(
+                f"no result records (eval.json) under {', '.join(map(repr, runs_dirs))}"
+            )
+        root = out or os.path.commonpath([os.path.abspath(d) for d in runs_dirs])
+        if os.path.isfile(root):
+            root = os.path.dirname(root)
+        group = name or f"compare/{os.path.basename(os.path.normpath(root)) or 'runs'}"
+        compared = comparison_run(True, wandb_project, root, records, group, compared=runs_dirs)
+    if not compared:
+        raise typer.Exit(1)  # tracking failed: its warning said why
+    console.print(
+        f"comparison: wandb run {compared} (group {group}) of {len(records)} records in {root}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 @app.command("report")
 def report_command(
     runs_dir: str = typer.Argument(

@@ -331,6 +331,7 @@ ACTIONS = {  # per command, the options that are no setting of a run: what the c
     "calibrate": {"run_dir", "recipe", "out", "overwrite", "wandb", "wandb_project"},
     "recipe": {"name"},
     "report": {"runs_dir", "out", "readme", "beside"},
+    "compare": {"runs_dirs", "name", "out", "wandb_project"},
     "dashboard": {"runs_dirs", "out"},
     "reproduce": {
         "recipe",

@@ -16,8 +16,14 @@ from abcmini.outputs.track import ID_FILE, Tracker
 LOG_FROM = 100  # lengths this long get a log length axis, as in the dashboard
 
 
+def where(run_dir: str, root: str) -> str:
+    """``run_dir`` relative to ``root`` when it lies below it, else absolute."""
+    path, root = os.path.abspath(run_dir), os.path.abspath(root)
+    return os.path.relpath(path, root) if os.path.commonpath([path, root]) == root else path
+
+
 def cell_runs(records: list[dict], root: str) -> list[dict]:
-    """The run behind each record: task, method, seed, directory (relative to ``root``), wandb id."""
+    """The run behind each record: task, method, seed, directory (``where``), wandb id."""
     runs = []
     for r in records:
         run_dir = r["run"].split(" (")[0]  # "DIR (other test)" is a second test of DIR
@@ -31,7 +37,7 @@ def cell_runs(records: list[dict], root: str) -> list[dict]:
                 "task": r["task"],
                 "method": r["method"],
                 "seed": r["seed"],
-                "run": os.path.relpath(run_dir, root),
+                "run": where(run_dir, root),
                 "wandb_id": wandb_id,
             }
         )
