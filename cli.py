@@ -95,6 +95,24 @@ def stop_on_signals():
             signal.signal(number, handler)
 
 
+def empty_option(command, args: list[str]) -> str | None:
+    """The first option of ``command`` given an empty value in ``args`` (``--out ''``,
+    ``--bias=``): it means nothing, for every option alike (``--out ''`` is not the default)."""
+    valued = {
+        name
+        for param in command.params
+        if getattr(param, "is_flag", True) is False and param.param_type_name == "option"
+        for name in param.opts
+    }
+    for i, arg in enumerate(args):
+        name, equals, value = arg.partition("=")
+        if name in valued and (
+            (equals and value == "") or (not equals and args[i + 1 : i + 2] == [""])
+        ):
+            return name
+    return None
+
+
 class OneLineErrors(TyperGroup):
     """Typer's own parse errors (``--steps abc``, an unknown option) as one line and exit code 2,
     like the errors our commands raise, instead of a usage panel; boolean options also take a
@@ -104,6 +122,14 @@ class OneLineErrors(TyperGroup):
         args = [str(arg) for arg in (sys.argv[1:] if args is None else args)]
         if args and args[0] in self.commands:
             args = args[:1] + boolean_values(self.commands[args[0]], args[1:])
+            empty = empty_option(self.commands[args[0]], args[1:])
+            if empty and standalone_mode:
+                errors.print(
+                    f"[bold red]error:[/] {empty} is empty; give it a value or leave it out",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+                sys.exit(2)
         for stream in (
             sys.stdout,
             sys.stderr,
@@ -459,10 +485,6 @@ def train(
             overrides["pad_width"] = None
         experiment = ex.resolve(chosen, cell, overrides)
         root = os.path.join("runs", chosen.name)
-        if out == "":
-            raise UserError("--out is empty; name a run directory")
-        if source == "":
-            raise UserError("--source is empty; name the Vanilla run to calibrate")
         if source is not None and experiment.source is None:
             raise UserError(
                 f"--source names ABC's Vanilla source; --method {method} calibrates none"

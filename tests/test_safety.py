@@ -877,3 +877,27 @@ def test_a_process_that_cannot_load_torch_under_ulimit_v_says_so_in_one_line(tmp
     )
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1 and "ulimit -v" in lines[0], done.stderr[-600:]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", "--bias", ""],
+        ["train", "--out="],
+        ["calibrate", "RUN", "--out", ""],
+        ["report", "RUNS", "--out", ""],
+        ["dashboard", "RUNS", "--out", ""],
+        ["reproduce", "--quick", "--out", ""],
+        ["compare", "RUNS", "--name", ""],
+        ["eval", "RUN", "--lengths", ""],
+    ],
+)
+def test_an_empty_value_is_refused_alike_for_every_option(args, tmp_path, monkeypatch):
+    """An option given an empty value means nothing (``--out ''`` is not the default place): one
+    line naming it, exit code 2, and nothing written."""
+    monkeypatch.chdir(tmp_path)
+    option = next(
+        a.split("=")[0] for a, b in zip(args, [*args[1:], None]) if a.endswith("=") or b == ""
+    )
+    one_line(invoke(*args), f"{option} is empty")
+    assert list(tmp_path.iterdir()) == []
