@@ -82,9 +82,12 @@ def test_training_logs_config_curves_heatmaps_and_extrapolation(offline, tmp_pat
         "bias/cross",
         "bias/self",
     ):
-        (png,) = run.media(key)
+        *_, png = run.media(key)  # the last of them: at the end of training
         width, height = image_size(png)
         assert width > 200 and height > 200, key
+    steps = [row["_step"] for row in run.history if "attention/7-digits/cross" in row]
+    assert steps == [0, 10, 20, 30]  # before training, then at every validation: a step slider
+    assert len(run.media("attention/100-digits/cross")) == 1  # the long test length: at the end
     (table_file,) = run.media("extrapolation/table")
     table = json.loads(open(table_file).read())
     assert table["columns"] == ["length", "accuracy"] and [row[0] for row in table["data"]] == [
@@ -437,11 +440,12 @@ def test_reproduce_tracks_every_stage_of_an_abc_cell_compares_the_methods_and_re
     )
     # attention of every layer and head at the training length and two test lengths; the bias as a table of its lines
     for run in (source, retrained):
+        validations = sum("valid/exact_match" in row for row in run.history)
         assert all(
-            len(run.media(f"attention/{n}-digits/{kind}")) == 1
+            len(run.media(f"attention/{n}-digits/{kind}")) == (1 if n == 100 else 1 + validations)
             for n in (7, 20, 100)
             for kind in ("cross", "self")
-        )
+        )  # the training length and 20 digits also before training and at every validation
     (lines,) = retrained.media("bias/lines")
     table = json.loads(open(lines).read())
     assert (
