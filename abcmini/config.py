@@ -416,6 +416,11 @@ class RunConfig:
             )
         if self.cpi_from not in ("start", "end"):
             raise ConfigError(f"--cpi-from is start or end, not {self.cpi_from!r}")
+        if self.cpi_from == "end" and not self.period:
+            raise ConfigError(
+                "--cpi-from end counts CPI positions from the input's end; it needs a period "
+                "(+T=3 in --method, or --period)"
+            )
         check_arch(self.arch)
         if self.arch == "decoder" and self.enc_layers:
             raise ConfigError(

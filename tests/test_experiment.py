@@ -172,7 +172,6 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
         "arch": "decoder",
         "preset": "tiny",
         "pe_scale": 0.5,
-        "cpi_from": "end",
         "pad_width": 30,
         "frame_spread": 2,
         "data_seed": 4,
@@ -214,7 +213,10 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
         "operand_lengths",
         "coupling_levels",
         "algorithm",
+        "cpi_from",  # CPI's origin: a method with a period (below)
     }
+    cpi = dry_run("--method", "+T=3", "--cpi-from", "start")["experiment"]  # the recipe's: end
+    assert cpi["overrides"] == {"cpi_from": "start"} and cpi["run"]["cpi_from"] == "start"
     named = dry_run(
         "--task", "addition", "--method", "abc", "--calibration", "authors", "--seed", 2
     )
@@ -250,11 +252,7 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
         k: tuple(v) if isinstance(v, list) else v for k, v in resolved["overrides"].items()
     } == changed
     experiment = Experiment.from_dict(resolved)
-    assert (
-        experiment.to_dict() == resolved
-        and experiment.calibration.seed == 5
-        and experiment.run.cpi_from == "end"
-    )
+    assert experiment.to_dict() == resolved and experiment.calibration.seed == 5
     assert (
         experiment.source.lr == 0.002 and experiment.source.steps == PAPER.steps_addition_plain
     )  # shared and own fields

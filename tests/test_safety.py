@@ -901,3 +901,9 @@ def test_an_empty_value_is_refused_alike_for_every_option(args, tmp_path, monkey
     )
     one_line(invoke(*args), f"{option} is empty")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cpi_from_without_a_period_is_refused():
+    """``--cpi-from end`` places CPI's origin: with no period it means nothing, one line."""
+    one_line(invoke("train", "--cpi-from", "end", "--dry-run", "--no-wandb"), "needs a period")
+    assert invoke("train", "--method", "+T=3", "--cpi-from", "end", "--dry-run").exit_code == 0
