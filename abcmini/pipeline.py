@@ -112,6 +112,24 @@ class Hooks:
     def evaluated(self, length: int, accuracy: float, seconds: float) -> None: ...
 
 
+class LogHooks(Hooks):
+    """A cell's progress as plain lines on standard output (a worker's: its log file, and so
+    its wandb run's console): one per validation, calibration and test length."""
+
+    def validated(self, entry: dict) -> None:
+        print(
+            f"step {entry['step']:>6} · loss {entry['loss']:.4f} · valid {entry['valid_acc']:.2%} · "
+            f"{entry['seconds']:.0f}s",
+            flush=True,
+        )
+
+    def calibrated(self, result: dict, seconds: float) -> None:
+        print(f"calibrated on {result.get('samples', '')} inputs in {seconds:.1f}s", flush=True)
+
+    def evaluated(self, length, accuracy: float, seconds: float) -> None:
+        print(f"length {length}: {accuracy:.2%} ({seconds:.1f}s)", flush=True)
+
+
 def model_fields(cfg: RunConfig, model=None) -> dict:
     """The model a run resolves to (its preset and options applied): layers, heads, widths and,
     given the model, its parameter count; the same in the result record and the wandb config."""

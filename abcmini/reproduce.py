@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 import traceback
-from contextlib import ExitStack
+from contextlib import ExitStack, redirect_stdout
 from dataclasses import asdict, dataclass, field, replace
 from multiprocessing import connection
 
@@ -24,8 +24,8 @@ from abcmini import commit
 from abcmini.config import Recipe
 from abcmini.errors import Stopped, UserError
 from abcmini.experiment import MAIN_TASKS, Cell, Experiment, cell_dir, resolve
-from abcmini.pipeline import Tracking, run_cell, train_source, use_threads
-from abcmini.store import StoreError, lock_run, read_eval, save_json
+from abcmini.pipeline import LogHooks, Tracking, run_cell, train_source, use_threads
+from abcmini.store import StoreError, lock_run, note_written, read_eval, save_json
 
 WORKER_THREADS = 1
 
@@ -95,6 +95,9 @@ def plan(recipe: Recipe, cells, root: str, overrides: dict | None = None) -> lis
     return [replace(job, train_only=job not in cells) for job in dict.fromkeys(jobs)]
 
 
+CELL_LOG = "log.txt"  # a reproduce cell's progress lines, in its run directory
+
+
 def run_job(job: Job, tracking: Tracking = Tracking()) -> dict:
     """One cell in a worker: train, (calibrate,) evaluate; returns its result record."""
     use_threads(WORKER_THREADS)
@@ -105,8 +108,14 @@ def run_job(job: Job, tracking: Tracking = Tracking()) -> dict:
                     locks.enter_context(lock_run(directory))
                 except StoreError as error:
                     raise StoreError(f"skipped: {error}") from None
+        note_written(job.run_dir, CELL_LOG)  # the cell's progress lines: its wandb console too
+        log = locks.enter_context(open(os.path.join(job.run_dir, CELL_LOG), "a", buffering=1))
+        locks.enter_context(redirect_stdout(log))
+        hooks = LogHooks()
         if job.train_only:
-            trainer = train_source(job.experiment, job.run_dir, tracking=tracking, group=job.group)
+            trainer = train_source(
+                job.experiment, job.run_dir, hooks=hooks, tracking=tracking, group=job.group
+            )
             last = trainer.history[-1] if trainer.history else {}
             return {
                 "task": job.cell.task,
@@ -118,7 +127,7 @@ def run_job(job: Job, tracking: Tracking = Tracking()) -> dict:
             }
         if job.done():
             return read_eval(job.run_dir)
-        return run_cell(job.experiment, job.run_dir, job.source_dir, tracking=tracking)
+        return run_cell(job.experiment, job.run_dir, job.source_dir, hooks=hooks, tracking=tracking)
 
 
 def exit_with_parent(parent: int, every: float = 1.0, stop=None) -> None:
