@@ -231,33 +231,19 @@ def fit(
                 step=step,
             )
 
+    def pictures(step):
+        args = (experiment, trainer.cfg, step, trainer.valid, TRAINING_PICTURES)
+        log_pictures(tracker, trainer.model, *args, table=False)
+
     def on_eval(entry):
         hooks.validated(entry)
         log_validation(tracker, entry)
-        log_pictures(
-            tracker,
-            trainer.model,
-            experiment,
-            trainer.cfg,
-            entry["step"],
-            trainer.valid,
-            TRAINING_PICTURES,
-            table=False,
-        )
+        pictures(entry["step"])
 
     with hooks.training(role, trainer):
         if not trainer.stopped:
             if trainer.step_count == 0:  # the untrained model's attention: where it starts from
-                log_pictures(
-                    tracker,
-                    trainer.model,
-                    experiment,
-                    trainer.cfg,
-                    0,
-                    trainer.valid,
-                    TRAINING_PICTURES,
-                    table=False,
-                )
+                pictures(0)
             trainer.run(on_eval=on_eval, on_step=on_step)
     tracker.summary(training_summary(trainer))
     return trainer.history[-1] if trainer.history else {}

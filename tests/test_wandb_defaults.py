@@ -60,14 +60,12 @@ def test_a_tracked_run_keeps_wandbs_defaults_and_leaves_home_untouched(tmp_path)
 
 def steps_logged(run_dir) -> list[int]:
     """Every step at which a tracked training logged its loss, over all its processes' files."""
-    from abcmini.outputs.wandb_files import history
+    from abcmini.outputs.wandb_files import history, run_files
 
     run_id = (run_dir / "wandb-id").read_text().strip()
     return [
         row["_step"]
-        for path in sorted(
-            glob.glob(str(run_dir / "wandb" / f"*-{run_id}" / f"run-{run_id}.wandb"))
-        )
+        for path in run_files(str(run_dir / "wandb"), run_id)
         for row in history(path)
         if "train/loss" in row
     ]

@@ -21,7 +21,6 @@ everything ``wandb sync`` needs.
   environment wandb reads at setup, so it is a run of its own with its own config.
 """
 
-import glob
 import hashlib
 import http.client
 import os
@@ -34,7 +33,7 @@ from urllib.parse import urlparse
 
 from abcmini import __version__, commit
 from abcmini.errors import exit_code_of, signals_held
-from abcmini.outputs.wandb_files import history
+from abcmini.outputs.wandb_files import RunFileError, history, run_files
 from abcmini.store import atomic_write, note_written
 
 DEFAULT_PROJECT = "abcmini"
@@ -81,13 +80,11 @@ def last_logged_step(wandb_dir: str, run_id: str, current: str) -> int:
     """The last step the earlier processes of run ``run_id`` logged, read from their offline
     files under ``wandb_dir`` (not the folder of the process now starting); -1 if none."""
     steps = [-1]
-    for path in glob.glob(
-        os.path.join(glob.escape(wandb_dir), f"*-{run_id}", f"run-{run_id}.wandb")
-    ):
+    for path in run_files(wandb_dir, run_id):
         if os.path.dirname(path) != os.path.dirname(os.path.abspath(current)):
             try:
                 steps += [row["_step"] for row in history(path) if "_step" in row]
-            except (OSError, ValueError):
+            except RunFileError:
                 continue  # an unreadable file of a killed process: nothing to skip from it
     return int(max(steps))
 

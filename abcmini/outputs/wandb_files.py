@@ -97,14 +97,20 @@ def logged_history(run_dir: str) -> list[dict]:
     except OSError:
         return []
     rows = []
-    for path in sorted(
-        glob.glob(os.path.join(glob.escape(run_dir), "wandb", f"*-{run_id}", f"run-{run_id}.wandb"))
-    ):
+    for path in run_files(os.path.join(run_dir, "wandb"), run_id):
         try:
             rows += history(path)
-        except (OSError, ValueError):
+        except RunFileError:
             continue
     return rows
+
+
+def run_files(wandb_dir: str, run_id: str) -> list[str]:
+    """The offline files of run ``run_id`` under ``wandb_dir`` (a folder per process that logged
+    to it, a resumed run's in order)."""
+    return sorted(
+        glob.glob(os.path.join(glob.escape(wandb_dir), f"*-{run_id}", f"run-{run_id}.wandb"))
+    )
 
 
 def _key(item) -> str:
