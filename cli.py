@@ -363,7 +363,7 @@ def waiting_line(text: str) -> None:
 
 
 def print_calibration(result: dict, seconds: float) -> None:
-    from abcmini.nn.biases import scaffold_from_state
+    from abcmini.nn.scaffolds import scaffold_from_state
 
     for kind, table in scaffold_from_state(result["bias"]).tables():
         console.print(
@@ -800,6 +800,9 @@ def report_command(
     beside: str = typer.Option(
         None, help="Another directory of records (another recipe): each seed set beside its own."
     ),
+    block: list[str] = typer.Option(
+        None, help="With --readme: fill only this generated block (repeatable) [default: all]."
+    ),
 ):
     """Both of the paper's tables (ours beside the paper's), training cost and one accuracy-vs-length figure per task."""
     from abcmini.outputs.report import collect, with_blocks, write_report
@@ -816,7 +819,12 @@ def report_command(
             if not os.path.isfile(readme):
                 raise UserError(f"--readme {readme!r} is not a file")
             with open(readme, errors="replace") as f:
-                filled = with_blocks(f.read(), collect(runs_dir), collect(beside) if beside else [])
+                filled = with_blocks(
+                    f.read(),
+                    collect(runs_dir),
+                    collect(beside) if beside else [],
+                    tuple(block or ()),
+                )
         text, pngs = write_report(runs_dir, out, beside=beside)
         if filled is not None:
             atomic_write(readme, lambda f: f.write(filled.encode(errors="backslashreplace")))

@@ -222,6 +222,11 @@ class Recipe:
         "on Addition and N×1 the ABS window and CPI count operand pairs (docs/paper-gaps.md)",
     )
     calibration: Calibration = why(Calibration(), "ABC's calibration settings")
+    cells: tuple = why(
+        (),
+        "a cell's own settings by task, method or 'TASK METHOD': ((selector, ((field, value), …)), …)",
+    )
+    test_until: float = why(0.0, "the tests stop after the first length below this (0: test all)")
     changes: tuple = why(
         (), "the reasons for the values that differ from the recipe this one is based on"
     )
@@ -247,13 +252,21 @@ class Recipe:
             value = getattr(self, name)
             if value is not None and not value >= low:
                 raise ConfigError(f"{name} must be at least {low}, got {value}")
-        for name in ("stop_at", "stop_at_plain"):
+        for name in ("stop_at", "stop_at_plain", "test_until"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ConfigError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
         if not self.lr > 0:
             raise ConfigError(f"lr must be a positive number, got {self.lr}")
         if not self.lengths:
             raise ConfigError("lengths must be one or more whole numbers of at least 1, got []")
+
+    def settings(self, task: str, method: str) -> dict:
+        """The ``cells`` settings of one cell: those of every cell (``*``), of its task, of its
+        method, then of the pair (``TASK METHOD``), each over the one before."""
+        by_selector, chosen = dict(self.cells), {}
+        for selector in ("*", task, method, f"{task} {method}"):
+            chosen |= dict(by_selector.get(selector, ()))
+        return chosen
 
     def derive(self, **changes) -> "Recipe":
         """A recipe based on this one: each change is ``field=(value, reason)``; calibration

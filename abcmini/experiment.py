@@ -106,6 +106,18 @@ class Experiment:
     test_pad_width: int | None = (
         64  # the protocol's frame (None: growing geometry); ABC may train in another one
     )
+    test_until: float = 0.0  # the tests stop after the first length below this
+
+    def to_test(self, accuracy: dict) -> tuple:
+        """The lengths still to test, given the ``accuracy`` a record holds: in order, none after
+        one below ``test_until`` (a method that fails at 20 digits is not tested at 500)."""
+        left = []
+        for n in self.lengths:
+            if str(n) in accuracy and accuracy[str(n)] < self.test_until:
+                break
+            if str(n) not in accuracy:
+                left.append(n)
+        return tuple(left)
 
     @property
     def name(self) -> str:
@@ -165,6 +177,7 @@ class Experiment:
             overrides=tuple(sorted(shared.items())),
             test_frame=self.test_frame,
             test_pad_width=self.source.pad_width,
+            test_until=self.test_until,
         )
 
     def to_dict(self) -> dict:
@@ -194,6 +207,7 @@ class Experiment:
                 ),
                 data.get("test_frame", "fixed"),
                 data.get("test_pad_width", run.pad_width),
+                data.get("test_until", 0.0),
             )
         except (KeyError, TypeError, AttributeError) as error:
             raise ConfigError(
@@ -212,6 +226,7 @@ class Experiment:
             "test_seed": self.test_seed,
             "test_frame": self.test_frame,
             "test_pad_width": self.test_pad_width,
+            "test_until": self.test_until,
             "overrides": dict(self.overrides),
             "command": self.command,
         }
@@ -281,14 +296,16 @@ def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experi
     """The one configuration of ``cell`` under ``recipe``, with ``overrides`` (field → value,
     each given on the command line) on top. Shared fields (geometry, model, data, optimizer)
     apply to ABC's source too; the others to the cell's own run only."""
-    overrides = {key: value for key, value in (overrides or {}).items() if value is not None}
-    unknown = sorted(set(overrides) - set(OVERRIDABLE))
+    given = {key: value for key, value in (overrides or {}).items() if value is not None}
+    unknown = sorted(set(given) - set(OVERRIDABLE))
     if unknown:
         raise ConfigError(
             f"{unknown[0]!r} is not a field a run can override; fields are {', '.join(OVERRIDABLE)}"
         )
+    own = recipe.settings(cell.task, cell.method)  # the recipe's cells: values, not overrides
     overrides = {
-        key: tuple(value) if isinstance(value, list) else value for key, value in overrides.items()
+        key: tuple(value) if isinstance(value, list) else value
+        for key, value in {**own, **given}.items()
     }
     abc = cell.method == "abc"
     if not abc and any(key in CALIBRATION_FIELDS or key == "abc_pad_width" for key in overrides):
@@ -310,8 +327,9 @@ def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experi
         "lengths": recipe.lengths,
         "test_seed": recipe.test_seed,
         "test_frame": recipe.test_frame,
+        **own,
     }
-    overrides = {
+    named = {
         key: value for key, value in overrides.items() if base_values.get(key, ...) != value
     }  # the recipe's own value is no override
     run_fields = {
@@ -350,9 +368,10 @@ def resolve(recipe: Recipe, cell: Cell, overrides: dict | None = None) -> Experi
         calibration,
         lengths,
         overrides.get("test_seed", recipe.test_seed),
-        tuple(sorted(overrides.items())),
+        tuple(sorted(named.items())),
         test_frame,
         frame,
+        recipe.test_until,
     )
 
 

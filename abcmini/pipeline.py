@@ -25,16 +25,7 @@ from abcmini.evaluate import (
 )
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
 from abcmini.limits import EVAL_BUDGET, batch_for, check_evaluation, check_writable, example_bytes
-from abcmini.nn.biases import (
-    BlockCalibrated,
-    Calibrated,
-    PerLayer,
-    block_count,
-    line_rows,
-    open_lines,
-    scaffold_from_state,
-    segments_of,
-)
+from abcmini.nn.block_lines import BlockCalibrated, block_count
 from abcmini.nn.calibrate import (
     algorithm1,
     authors,
@@ -43,6 +34,8 @@ from abcmini.nn.calibrate import (
     calibrated_layers,
     procedure,
 )
+from abcmini.nn.lines import Calibrated, PerLayer, segments_of
+from abcmini.nn.scaffolds import line_rows, open_lines, scaffold_from_state
 from abcmini.outputs.figures import attention_figures, bias_figures, calibration_figures, close
 from abcmini.outputs.track import ID_FILE, Tracker, artifact_name, run_config, under_agent
 from abcmini.store import (
@@ -636,12 +629,14 @@ def evaluate(
     batch_size: int = 1000,
     started: float | None = None,
     test_frame: str | None = None,
+    until: float = 0.0,
     **extra,
 ) -> dict:
     """Accuracy at ``lengths`` merged into ``RUN_DIR/eval.json`` and logged as the extrapolation
     curve (``redo=False``: lengths the record already holds for this training state and test
     seed are not evaluated again). ``started``: when the job began, to record its wall time;
-    ``test_frame``: another than the experiment's."""
+    ``test_frame``: another than the experiment's; ``until``: no length is tested after one
+    below it."""
     follows = frame_of(experiment, test_frame) == "follows"
     state = (
         run_dir,
@@ -653,6 +648,8 @@ def evaluate(
     done = {} if redo else previous.get("accuracy", {})
     accuracy, seconds, final, operands = {}, {}, {}, {}
     for length, frame in zip(lengths, test_frames(experiment, cfg, lengths, test_frame)):
+        if done.get(str(length), 1.0) < until or accuracy.get(length, 1.0) < until:
+            break
         if str(length) in done:
             continue
         began = time.perf_counter()
@@ -868,6 +865,7 @@ def run_cell(
             tracker,
             redo=False,
             started=start,
+            until=experiment.test_until,
             **extra,
         )
 
@@ -875,7 +873,7 @@ def run_cell(
         done = read_eval_of(
             run_dir, trainer.step_count, experiment.test_seed, experiment.test_frame
         ).get("accuracy", {})
-        return all(str(n) in done for n in experiment.lengths)
+        return not experiment.to_test(done)
 
     links = {}
     if source_dir and os.path.exists(

@@ -8,9 +8,9 @@ import math
 import os
 from dataclasses import fields, replace
 
-from abcmini.config import Calibration, Recipe
+from abcmini.config import EXPERIMENT_FIELDS, Calibration, Recipe, RunConfig
 from abcmini.errors import UserError
-from abcmini.names import ConfigError, check_int
+from abcmini.names import TASKS, ConfigError, canonical_method, check_int
 from abcmini.yaml_file import read_yaml
 
 MAX_RECIPE_BYTES = 64 * 1024  # checked before the file is parsed
@@ -149,6 +149,60 @@ def _checked(name: str, value, kind, where: str):
     return float(value) if kind is float else value
 
 
+SETTABLE = {  # what a recipe file's cells: may set, and its type
+    **{f.name: f.type for f in fields(RunConfig) if f.metadata["role"] != "cell"},
+    **{f.name: f.type for f in fields(Calibration)},
+    **{name: kind for name, (kind, _) in EXPERIMENT_FIELDS.items()},
+}
+
+
+def _selector(selector: str, where: str) -> None:
+    """``*``, a task, a method (as a cell spells it) or ``TASK METHOD``, else one line."""
+    parts = selector.split(" ")
+    if selector == "*" or selector in TASKS:
+        return
+    if len(parts) > 2:
+        raise ConfigError(
+            f"{where}: cells: {selector!r} is not '*', a task, a method or 'TASK METHOD'"
+        )
+    if len(parts) == 2 and parts[0] not in TASKS:
+        raise ConfigError(f"{where}: cells: {selector!r}: {parts[0]!r} is not a task")
+    method = parts[-1]
+    try:
+        spelled = canonical_method(method)
+    except UserError as error:
+        raise ConfigError(f"{where}: cells: {selector!r}: {error}") from None
+    if spelled != method:
+        raise ConfigError(f"{where}: cells: {selector!r}: a cell spells the method {spelled!r}")
+
+
+def _cells(value, where: str) -> tuple:
+    """A recipe file's ``cells:`` (selector → {field: value}) as the tuple a recipe holds."""
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"{where}: cells maps '*', a task, a method or 'TASK METHOD' to fields, got {value!r}"
+        )
+    found = []
+    for selector, settings in value.items():
+        _selector(str(selector), where)
+        if not isinstance(settings, dict) or not settings:
+            raise ConfigError(
+                f"{where}: cells: {selector}: maps fields to values, got {settings!r}"
+            )
+        for name in settings:
+            if name not in SETTABLE:
+                raise ConfigError(
+                    f"{where}: cells: {selector}: {name!r} is not a field a run can set; "
+                    f"fields are {', '.join(SETTABLE)}"
+                )
+        checked = tuple(
+            (name, _tuples(_checked(name, v, SETTABLE[name], where)))
+            for name, v in settings.items()
+        )
+        found.append((str(selector), checked))
+    return tuple(found)
+
+
 def _from_dict(cls, data: dict, where: str):
     known = {f.name: f for f in fields(cls)}
     unknown = sorted(set(data) - set(known))
@@ -162,6 +216,8 @@ def _from_dict(cls, data: dict, where: str):
                     f"{where}: calibration must be a mapping of calibration fields, got {value!r}"
                 )
             value = _from_dict(Calibration, value or {}, where)
+        elif name == "cells":
+            value = _cells(value, where)
         elif name != "changes":
             kind = (
                 int | None if name == "pad_width" else known[name].type
@@ -188,7 +244,10 @@ def load_recipe(name_or_path: str, _chain: tuple = ()) -> Recipe:
         raise ConfigError(
             f"recipe file {name_or_path!r} does not hold a mapping of fields (base: paper, then the fields it changes)"
         )
-    base = load_recipe(str(data.pop("base", "paper")), (*_chain, os.path.realpath(name_or_path)))
+    base = str(data.pop("base", "paper"))  # a named recipe, or a file beside this one
+    if base not in RECIPES and not os.path.isabs(base):
+        base = os.path.join(os.path.dirname(name_or_path), base)
+    base = load_recipe(base, (*_chain, os.path.realpath(name_or_path)))
     reasons = data.pop("why", {}) or {}  # field → the reason for its new value
     if not isinstance(reasons, dict):
         raise ConfigError(

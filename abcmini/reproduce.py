@@ -69,9 +69,7 @@ class Job:
         if self.train_only:  # resuming a finished training costs a checkpoint read
             return False
         record = read_eval(self.run_dir) if os.path.isdir(self.run_dir) else None
-        return record is not None and all(
-            str(n) in record.get("accuracy", {}) for n in self.experiment.lengths
-        )
+        return record is not None and not self.experiment.to_test(record.get("accuracy", {}))
 
 
 def table_cells(tasks, methods, seeds) -> list[Cell]:

@@ -41,7 +41,7 @@ from einops import rearrange, repeat
 from abcmini.config import POOL_DIGITS
 from abcmini.errors import UserError
 from abcmini.names import check_task
-from abcmini.nn.biases import segments_of
+from abcmini.nn.lines import segments_of
 
 VOCAB = "0123456789+*$&@"
 PLUS, TIMES, SOS, EOS, PAD = (VOCAB.index(c) for c in "+*$&@")
@@ -81,7 +81,7 @@ def sequence_lengths(
 
 
 def input_parts(task: str) -> int | None:
-    """How many segments (``biases.segments_of``) every input of ``task`` has: ``$``, each
+    """How many segments (``lines.segments_of``) every input of ``task`` has: ``$``, each
     operand, the operator; None where the operand count varies (multiadd)."""
     if task == "multiadd":
         return None
@@ -92,7 +92,7 @@ def input_parts(task: str) -> int | None:
 
 def digit_mask(tokens: torch.Tensor) -> torch.Tensor:
     """``[… n]`` booleans: which tokens are digits (``0``–``9``; binary digits are ``0`` and ``1``).
-    Its ``biases.segments_of`` is an input's layout: ``$``, each operand, the operator."""
+    Its ``lines.segments_of`` is an input's layout: ``$``, each operand, the operator."""
     return tokens < 10
 
 

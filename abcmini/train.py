@@ -13,9 +13,10 @@ from abcmini.bias_files import check_bias_matches, load_bias
 from abcmini.errors import UserError
 from abcmini.evaluate import exact_match
 from abcmini.experiment import RunConfig, learning_rate, run_config_of, train_on_end
-from abcmini.nn.biases import Window, scaffold_from_state
 from abcmini.nn.decoder import build_model
 from abcmini.nn.scaffold_state import ScaffoldStateError, check_scaffold_state
+from abcmini.nn.scaffolds import scaffold_from_state
+from abcmini.nn.windows import Window
 from abcmini.store import CheckpointError, load_checkpoint, save_checkpoint
 from abcmini.tasks import (
     Example,

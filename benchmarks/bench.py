@@ -44,12 +44,13 @@ from torch import nn
 from abcmini.evaluate import exact_match, final_accuracy
 from abcmini.experiment import RunConfig
 from abcmini.limits import batch_for
-from abcmini.nn.biases import NEG_INF, Window
 from abcmini.nn.calibrate import calibrate
 from abcmini.nn.config import PRESETS, ModelConfig
 from abcmini.nn.decoder import DecoderOnly
+from abcmini.nn.lines import NEG_INF
 from abcmini.nn.model import Transformer
 from abcmini.nn.positions import sinusoidal
+from abcmini.nn.windows import Window
 from abcmini.tasks import (
     VOCAB,
     Pool,

@@ -11,7 +11,7 @@ import torch
 from parse import call, parser  # lab/parse.py
 
 from abcmini import pipeline
-from abcmini.nn.biases import output_coordinates
+from abcmini.nn.block_lines import output_coordinates
 from abcmini.store import load_checkpoint
 from abcmini.tasks import extrapolation_operands, format_task
 from abcmini.train import load_model

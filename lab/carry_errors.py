@@ -16,7 +16,7 @@ from block_errors import test_examples  # lab/block_errors.py
 from parse import call, parser  # lab/parse.py
 
 from abcmini.errors import UserError
-from abcmini.nn.biases import output_coordinates
+from abcmini.nn.block_lines import output_coordinates
 from abcmini.tasks import Pool, extrapolation_operands, pad_digits, training_operands
 
 

@@ -19,7 +19,7 @@ from parse import call  # lab/parse.py
 from parse import parser as lab_parser
 
 from abcmini.errors import InputError
-from abcmini.nn.biases import cell_offsets, input_coordinates, output_coordinates
+from abcmini.nn.block_lines import cell_offsets, input_coordinates, output_coordinates
 
 MARKER = 10**6  # the line index a block's marker gets (no digit offset reaches it)
 

@@ -15,7 +15,7 @@ from parse import parser as lab_parser
 
 from abcmini.bias_files import load_bias, save_bias
 from abcmini.errors import InputError
-from abcmini.nn.biases import LineBias
+from abcmini.nn.lines import LineBias
 
 
 def tables(path: str) -> dict:

@@ -1,6 +1,6 @@
 import torch
 
-from abcmini.nn.biases import Window, window_cross_bias, window_self_bias
+from abcmini.nn.windows import Window, window_cross_bias, window_self_bias
 from abcmini.tasks import detokenize, format_task
 
 O, X = 0.0, float("-inf")

@@ -1,7 +1,6 @@
 import pytest
 import torch
 
-from abcmini.nn.biases import line_ids
 from abcmini.nn.calibrate import (
     algorithm1,
     calibrate,
@@ -10,6 +9,7 @@ from abcmini.nn.calibrate import (
     marker_columns,
     procedure,
 )
+from abcmini.nn.lines import line_ids
 from abcmini.nn.rules import RULES
 
 X = float("-inf")
@@ -417,7 +417,8 @@ def test_same_digit_opens_a_line_on_every_operand_where_one_operand_has_it():
 def test_a_union_of_layers_lists_each_line_once_at_the_value_it_materializes_to():
     """Two layers' tables of one direction, united, hold line 0 twice (−0.112 and 0.0): the bias
     as a table lists it once, at the larger value, the one every cell on it gets."""
-    from abcmini.nn.biases import NEG_INF, Calibrated, LineBias, line_rows
+    from abcmini.nn.lines import NEG_INF, Calibrated, LineBias
+    from abcmini.nn.scaffolds import line_rows
 
     def layer(value):
         values = torch.full((1, 2, 3), NEG_INF)

@@ -212,8 +212,8 @@ def test_recipe_help_names_every_shipped_recipe(command):
 def test_abc_end_to_end_calibrate_retrain_eval(trained_run, tmp_path):
     """The one procedure: every decoder layer calibrated and united into one bias, verticals only
     on markers, empty heads silent; then a retraining with it and its evaluation."""
-    from abcmini.nn.biases import Calibrated
     from abcmini.nn.calibrate import CROSS_DIRECTIONS, SELF_DIRECTIONS
+    from abcmini.nn.lines import Calibrated
 
     bias_file = tmp_path / "bias.pt"
     result = invoke(

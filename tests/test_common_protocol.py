@@ -1,8 +1,9 @@
-"""``lab/common_protocol.py``: its budget (which runs have converged and which go on with the
-cap doubled, read from the validation history in a run's checkpoint and its test at its longest
-training length), the sweep's frames and plot; and ``lab/mix_bias.py``, with which the
-sweep's ABC cells at 15 digits were taken apart."""
+"""The common protocol: its recipes' budget and frames (``recipes/common-protocol*.yaml``), the
+tables and plot of ``lab/common_protocol.py``; and ``lab/mix_bias.py``, with which the sweep's
+ABC cells at 15 digits were taken apart."""
 
+import glob
+import math
 import os
 import subprocess
 import sys
@@ -11,61 +12,15 @@ import pytest
 import torch
 
 from abcmini.bias_files import load_bias, save_bias
-from abcmini.nn.biases import NEG_INF, LineBias
-from abcmini.store import save_checkpoint, save_json
+from abcmini.config import POOL_DIGITS
+from abcmini.experiment import Cell, resolve
+from abcmini.nn.lines import NEG_INF, LineBias
+from abcmini.recipes import RECIPES, load_recipe
+from abcmini.store import load_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join("results", "experiments", "common-protocol")
 pytestmark = pytest.mark.integration  # lab scripts: the second tier
-
-
-@pytest.mark.parametrize(
-    "validation, longest, done",
-    [
-        ([0.5, 0.95, 1.0, 1.0], 0.99, True),  # a plateau at the top
-        ([0.5, 0.95, 1.0, 0.99], 0.99, True),  # a dip within SPIKE of the best
-        (
-            [0.5, 0.9, 1.0, 0.908],
-            0.99,
-            False,
-        ),  # nx1-abacus+varied-uniform-s2 at 11,500 steps: a spike in its last steps
-        (
-            [0.3, 0.58, 0.59, 0.74],
-            0.5,
-            False,
-        ),  # still on its loss plateau: below PLATEAU at the cap
-        (
-            [0.5, 0.9, 0.964, 0.964],
-            0.538,
-            False,
-        ),  # addition-fire+varied-train15-s0 at 18,000: 53.8% at 15 digits
-    ],
-)
-def test_a_run_goes_on_below_the_plateau_after_a_spike_or_below_it_at_its_longest_length(
-    script, tmp_path, validation, longest, done
-):
-    history = [{"step": 250 * (i + 1), "valid_acc": v} for i, v in enumerate(validation)]
-    save_checkpoint(
-        str(tmp_path), {"config": {}, "model": {"weight": torch.zeros(1)}, "history": history}
-    )
-    save_json(str(tmp_path / "eval.json"), {"accuracy": {"6": 1.0, "15": longest}})
-    assert script("common_protocol").converged(str(tmp_path), 15) is done
-
-
-@pytest.mark.parametrize("steps, doublings", [(None, 0), (19500, 0), (39000, 1), (78000, 2)])
-def test_a_run_stopped_under_a_doubled_cap_goes_on_under_that_cap(
-    script, tmp_path, steps, doublings
-):
-    """addition-fire+varied-uniform-s2 stopped at step 26,000 of its doubled cap of 39,000: resumed
-    from the first cap (19,500) it ended there, 13,000 steps short of its budget."""
-    if steps is not None:
-        history = [{"step": 26000, "valid_acc": 1.0}]
-        state = {
-            "config": {"steps": steps},
-            "model": {"weight": torch.zeros(1)},
-            "history": history,
-        }
-        save_checkpoint(str(tmp_path), state)
-    assert script("common_protocol").reached(str(tmp_path), 19500) == doublings
 
 
 def test_the_sweeps_plot_draws_each_methods_median_ratio_and_none_below_one(script):
@@ -121,21 +76,43 @@ def test_the_sweep_table_names_the_seeds_trained_on_a_gpu(script, capsys):
 
 
 @pytest.mark.parametrize("digits", [15, 30])
-def test_abc_in_the_sweep_is_tested_with_the_leading_zeros_it_trained_with(script, digits):
+def test_abc_in_the_sweep_is_tested_with_the_leading_zeros_it_trained_with(digits):
     """ABC at 15 digits once ran with ``--pad-width 15``: tested in frames with no leading zeros,
     which its training frames (``--abc-pad-width 18`` and wider) always had, it scored 0.02% at 15
-    digits after 100% validation. The frames keep the 7-digit recipe's margins at every length."""
-    cp = script("common_protocol")
-    recipe = cp.RECIPES["decoder"]
-    args = cp.sized("abc", digits)
-    value = {
-        key: int(args[args.index(key) + 1])
-        for key in ("--train-digits", "--pad-width", "--abc-pad-width")
-    }
-    assert value["--train-digits"] == digits
-    assert value["--pad-width"] - digits == recipe.pad_width - cp.POOL > 0
-    assert value["--abc-pad-width"] - digits == recipe.abc_pad_width - cp.POOL > 0
-    assert cp.sized("abc", cp.POOL) == []  # at 7: the decoder recipe's own cell
+    digits after 100% validation. The recipe's frames keep the 7-digit recipe's margins."""
+    decoder = RECIPES["decoder"]
+    recipe = load_recipe(os.path.join(ROOT, f"recipes/common-protocol-train{digits}.yaml"))
+    abc = resolve(recipe, Cell("addition", "abc", 0))
+    assert abc.run.train_digits == abc.source.train_digits == digits
+    assert abc.test_pad_width - digits == decoder.pad_width - POOL_DIGITS > 0
+    assert abc.run.pad_width - digits == decoder.abc_pad_width - POOL_DIGITS > 0
+    assert (abc.run.min_steps, abc.run.steps) == (0, decoder.steps)  # ABC's own budget
+    other = resolve(recipe, Cell("addition", "fire+varied", 0))
+    assert other.run.pad_width == other.test_pad_width == digits
+
+
+@pytest.mark.parametrize(
+    "recipe, records",
+    [
+        ("common-protocol", "results/decoder/{task}/abc-s*/eval.json"),
+        ("common-protocol-train15", f"{OUT}/{{task}}-abc-train15-s*.json"),
+        ("common-protocol-train30", f"{OUT}/{{task}}-abc-train30-s*.json"),
+    ],
+)
+def test_the_budget_is_abcs_dearest_seed_and_the_cap_twice_it(recipe, records):
+    """A method's floor is the steps of 128 examples ABC's dearest seed of the task spent (source
+    and retraining), its cap twice that and at least 8,000: one schedule, never restarted."""
+    recipe = load_recipe(os.path.join(ROOT, f"recipes/{recipe}.yaml"))
+    for task in ("successor", "addition", "nx1"):
+        found = [
+            load_json(p, "record") for p in glob.glob(os.path.join(ROOT, records.format(task=task)))
+        ]
+        if not found:
+            continue
+        spent = [(r["train_examples"] + r["interpolation_examples"]) / 128 for r in found]
+        run = resolve(recipe, Cell(task, "coupling+varied", 0)).run
+        assert run.min_steps == math.ceil(max(spent)), task
+        assert run.steps == max(8000, 2 * run.min_steps), task
 
 
 def test_mix_bias_takes_the_named_attentions_and_heads_from_the_other_file(tmp_path):

@@ -9,10 +9,10 @@ from test_model import Fixed, random_bias
 from typer.testing import CliRunner
 
 from abcmini.experiment import RunConfig
-from abcmini.nn.biases import Window
 from abcmini.nn.config import PRESETS, ModelConfig
 from abcmini.nn.decoder import DecoderOnly, build_model, joint_bias
 from abcmini.nn.schemes import SCHEMES
+from abcmini.nn.windows import Window
 from abcmini.tasks import exact_length_numbers, format_task
 from cli import app
 

@@ -8,10 +8,10 @@ from test_model import Fixed, random_bias
 
 from abcmini.evaluate import exact_match, extrapolation_hits
 from abcmini.experiment import RunConfig
-from abcmini.nn.biases import Window
 from abcmini.nn.config import PRESETS, ModelConfig
 from abcmini.nn.decoder import build_model
 from abcmini.nn.schemes import SCHEMES
+from abcmini.nn.windows import Window
 from abcmini.store import save_checkpoint
 from abcmini.tasks import Example, exact_length_numbers, format_task
 from abcmini.train import Trainer

@@ -22,6 +22,7 @@ from abcmini.experiment import (
     Cell,
     Experiment,
     option_name,
+    resolve,
 )
 from abcmini.recipes import PAPER, PAPER64, QUICK, RECIPES, ConfigError, load_recipe
 from abcmini.reproduce import plan, table_cells
@@ -73,6 +74,8 @@ def test_every_sweep_run_resolves_to_what_reproduce_runs_for_its_cell(path):
     runs = expand(config)
     assert len(runs) > 1
     for params in runs:
+        if params["recipe"].endswith(".yaml"):  # a recipe file of the repository, by its path
+            params = {**params, "recipe": os.path.join(ROOT, params["recipe"])}
         argv = command_line(config, params, interpreter="python")
         assert argv[:5] == ["python", "-m", "cli", "train", "--continue"]
         resolved = dry_run(*argv[5:])["experiment"]
@@ -328,7 +331,7 @@ ACTIONS = {  # per command, the options that are no setting of a run: what the c
     "eval": {"run_dir", "batch_size", "stress", "wandb", "wandb_project", "device"},
     "calibrate": {"run_dir", "recipe", "out", "overwrite", "wandb", "wandb_project"},
     "recipe": {"name"},
-    "report": {"runs_dir", "out", "readme", "beside"},
+    "report": {"runs_dir", "out", "readme", "beside", "block"},
     "compare": {"runs_dirs", "name", "out", "wandb_project"},
     "dashboard": {"runs_dirs", "out"},
     "reproduce": {
@@ -674,3 +677,66 @@ def test_the_dry_run_names_the_calibration_and_prints_what_it_reads():
             ],
         )
         assert refused.exit_code == 2 and "does not read it" in refused.output
+
+
+def test_a_recipe_files_cells_set_each_cells_own_run_most_specific_last(tmp_path):
+    """``cells:`` settings by ``*``, task, method and ``TASK METHOD``: each over the one before,
+    values of the recipe (no override in the run's name), the command line over them all."""
+    path = tmp_path / "shapes.yaml"
+    path.write_text(
+        "base: decoder\ncells:\n  '*': {train_numbers: uniform}\n"
+        "  coupling+varied: {layers: 1, heads: 4}\n  nx1: {steps: 9000, layers: 3}\n"
+        "  nx1 coupling+varied: {layers: 2}\n"
+    )
+    recipe = load_recipe(str(path))
+    runs = {
+        (task, method): resolve(recipe, Cell(task, method, 0))
+        for task in ("addition", "nx1")
+        for method in ("coupling+varied", "fire+varied")
+    }
+    shapes = {key: (e.run.layers, e.run.heads, e.run.steps) for key, e in runs.items()}
+    assert shapes == {
+        ("addition", "coupling+varied"): (1, 4, RECIPES["decoder"].steps),
+        ("addition", "fire+varied"): (None, None, RECIPES["decoder"].steps),
+        ("nx1", "coupling+varied"): (2, 4, 9000),
+        ("nx1", "fire+varied"): (3, None, 9000),
+    }
+    assert all(e.run.train_numbers == "uniform" and not e.overrides for e in runs.values())
+    given = resolve(recipe, Cell("nx1", "coupling+varied", 0), {"layers": 5})
+    assert given.run.layers == 5 and given.name == "coupling+varied-s0-layers=5"
+
+
+@pytest.mark.parametrize(
+    "cells, complaint",
+    [
+        ("'*': {layerz: 1}", "'layerz' is not a field a run can set"),
+        ("sucessor: {layers: 1}", "sucessor"),
+        ("'nx1 coupling+varied+varied': {layers: 1}", "nx1 coupling+varied+varied"),
+        ("'*': {layers: one}", "layers must be an integer"),
+        ("'*': {task: nx1}", "'task' is not a field a run can set"),
+        ("'*': [layers]", "maps fields to values"),
+        ("[1, 2]", "cells maps"),
+        ("'nx1 vanilla extra': {layers: 1}", "is not '*', a task, a method or 'TASK METHOD'"),
+    ],
+)
+def test_a_recipe_files_cells_are_checked_before_anything_runs(tmp_path, cells, complaint):
+    path = tmp_path / "bad.yaml"
+    body = f" {cells}" if cells.startswith("[") else f"\n  {cells}"
+    path.write_text(f"base: decoder\ncells:{body}\n")
+    result = runner.invoke(app, ["train", "--recipe", str(path), "--dry-run"])
+    assert result.exit_code == 2 and complaint in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+def test_tests_stop_after_the_first_length_below_test_until():
+    experiment = resolve(
+        load_recipe("decoder").derive(test_until=(0.01, "stop early")), Cell("nx1", "vanilla", 0)
+    )
+    assert experiment.lengths == (6, 10, 20, 60, 100, 200, 500)
+    assert experiment.to_test({}) == experiment.lengths
+    assert experiment.to_test({"6": 1.0, "10": 0.5}) == (20, 60, 100, 200, 500)
+    assert experiment.to_test({"6": 1.0, "10": 0.005}) == ()  # 10 below 1%: nothing after it
+    assert experiment.to_test({"6": 0.0}) == ()
+    assert Experiment.from_dict(experiment.to_dict()).test_until == 0.01
+    never = resolve(load_recipe("decoder"), Cell("nx1", "vanilla", 0))
+    assert never.to_test({"6": 0.0, "10": 0.0}) == (20, 60, 100, 200, 500)

@@ -3,7 +3,7 @@ what a mask's values are."""
 
 import pytest
 
-from abcmini.nn.biases import Window
+from abcmini.nn.windows import Window
 from abcmini.outputs.figures import bias_figures, close
 
 

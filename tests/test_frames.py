@@ -7,8 +7,9 @@ import torch
 from typer.testing import CliRunner
 
 from abcmini.evaluate import pad_width_for
-from abcmini.nn.biases import Calibrated, LineBias, PerLayer, scaffold_from_state, segments_of
 from abcmini.nn.calibrate import calibrate
+from abcmini.nn.lines import Calibrated, LineBias, PerLayer, segments_of
+from abcmini.nn.scaffolds import scaffold_from_state
 from abcmini.store import load_checkpoint, read_eval
 from abcmini.tasks import PLUS, SOS, detokenize, digit_mask, format_task, int_to_digits
 from cli import app

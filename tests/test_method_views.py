@@ -7,18 +7,11 @@ import os
 
 from typer.testing import CliRunner
 
-from abcmini.outputs.method_views import (
-    group_row,
-    held_to,
-    method_views,
-    reach,
-    run_groups,
-    seconds_on,
-)
-from abcmini.outputs.report import collect
+from abcmini.outputs.method_views import group_row, method_views, run_groups, seconds_on
+from abcmini.outputs.report import collect, held_to, reach
 from cli import app
 
-OWN = "results/experiments/own-papers/addition-coupling+varied-1layer-d128-train15"
+OWN = "results/own-papers/addition/coupling+varied-s0"
 
 
 def test_held_to_is_the_longest_length_up_to_which_every_tested_length_holds():
@@ -42,7 +35,9 @@ def test_a_reach_is_shown_with_its_multiple_of_the_training_length_or_as_none():
 
 def test_runs_of_one_shape_with_other_budgets_or_operands_are_groups_of_their_own():
     records = [
-        r for suffix in ("", "-3x-budget", "-unequal") for r in collect(f"{OWN}{suffix}-s0.json")
+        r
+        for suffix in ("", "-steps=14000,train_on=9.0", "-operand_lengths=unequal")
+        for r in collect(f"{OWN}{suffix}/eval.json")
     ]
     groups = run_groups(records, "coupling")
     assert len(groups) == 3 and all(len(runs) == 1 for runs in groups.values())
@@ -104,7 +99,7 @@ def test_each_view_names_its_papers_figure_and_randomized_positions_have_none():
 
 def test_the_dashboard_reads_record_files_and_refuses_a_file_that_is_no_record(tmp_path):
     out = tmp_path / "methods.html"
-    result = CliRunner().invoke(app, ["dashboard", f"{OWN}-s0.json", "--out", str(out)])
+    result = CliRunner().invoke(app, ["dashboard", f"{OWN}/eval.json", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "<h2 id='method-coupling'>" in out.read_text()
     (tmp_path / "other.json").write_text(json.dumps({"not": "a record"}))

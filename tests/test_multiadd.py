@@ -17,14 +17,14 @@ from abcmini.bias_files import load_bias, save_bias
 from abcmini.config import RunConfig
 from abcmini.evaluate import extrapolation_hits, final_accuracy
 from abcmini.limits import EVAL_BUDGET, batch_for, step_bytes
-from abcmini.nn.biases import (
-    NEG_INF,
+from abcmini.nn.block_lines import (
     BlockCalibrated,
     BlockLines,
     input_coordinates,
     output_coordinates,
 )
 from abcmini.nn.calibrate import block_band, block_procedure, calibrate_blocks, rank_own
+from abcmini.nn.lines import NEG_INF
 from abcmini.store import load_checkpoint
 from abcmini.tasks import (
     OPERANDS,

@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from abcmini.bias_files import save_bias
 from abcmini.experiment import Cell, resolve
-from abcmini.nn.biases import NEG_INF, BlockCalibrated, BlockLines, output_coordinates, segments_of
+from abcmini.nn.block_lines import BlockCalibrated, BlockLines, output_coordinates
 from abcmini.nn.calibrate import calibrate_blocks
+from abcmini.nn.lines import NEG_INF, segments_of
 from abcmini.pipeline import picture_examples
 from abcmini.recipes import MULTIADD
 from abcmini.store import load_checkpoint

@@ -19,11 +19,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             "same-digit",
         ),  # rule same_digit on the recipes' Addition cells
         (
-            "own_papers.py",
-            "todays-methods.md",
-            "own-papers",
-        ),  # today's methods in their papers' shape
-        (
             "common_protocol.py",
             "todays-methods.md",
             "common-protocol",

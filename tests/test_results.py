@@ -2,14 +2,19 @@
 results/, never edited by hand."""
 
 import html
+import os
 import re
+import shlex
 import statistics
 
 import pytest
 
+from abcmini.config import OPTIONS
+from abcmini.experiment import Cell, resolve
 from abcmini.outputs.dashboard import build
 from abcmini.outputs.published import ANCHORS
 from abcmini.outputs.report import collect, with_blocks, write_report
+from abcmini.recipes import load_recipe
 
 pytestmark = pytest.mark.integration  # trains, reproduces or renders: the second tier
 
@@ -60,7 +65,10 @@ def test_the_dashboard_of_the_long_records_sets_the_published_anchors_beside_our
     assert all(anchor.source in table for anchor in ANCHORS) and "abcmini nope+abc" in table
 
 
-DECODER_PAGE = "abcmini report results/decoder --out docs/decoder/results.md --beside results/long --readme docs/todays-methods.md"
+DECODER_PAGE = (
+    "abcmini report results/decoder --out docs/decoder/results.md --beside results/long "
+    "--readme docs/todays-methods.md --block methods-table"
+)
 
 
 def test_the_committed_decoder_only_page_is_what_its_command_generates(tmp_path):
@@ -89,10 +97,68 @@ def test_the_committed_decoder_only_page_is_what_its_command_generates(tmp_path)
 def test_the_methods_table_of_todays_methods_md_is_its_records():
     with open("docs/todays-methods.md") as f:
         text = f.read()
-    assert with_blocks(text, collect("results/decoder"), collect("results/long")) == text, (
+    table = with_blocks(
+        text, collect("results/decoder"), collect("results/long"), ("methods-table",)
+    )
+    assert table == text, (
         f"docs/todays-methods.md's methods table differs from its records: run {DECODER_PAGE}"
     )
     assert "| `coupling+varied` | decoder-only |" in text
+
+
+OWN_PAGE = (
+    "abcmini report results/own-papers --beside results/papers-scale --out runs/own-papers.md "
+    "--readme docs/todays-methods.md --block own-papers"
+)
+
+
+def test_the_own_papers_table_of_todays_methods_md_is_its_records():
+    """Each run in its own paper's shape (recipes own-papers and papers-scale), one row a record."""
+    with open("docs/todays-methods.md") as f:
+        text = f.read()
+    records = collect("results/own-papers")
+    table = with_blocks(text, records, collect("results/papers-scale"), ("own-papers",))
+    assert table == text, f"docs/todays-methods.md's own-papers table differs: run {OWN_PAGE}"
+    assert len(records) == 6 and "| `papers-scale/coupling+varied-s0` |" in text
+
+
+@pytest.mark.parametrize("root", ["own-papers", "papers-scale"])
+def test_a_shipped_run_is_what_its_recipe_file_and_name_say(root):
+    """A record made by ``abcmini train --recipe decoder`` and the options of its ``command``
+    resolves to the same run and test as the recipe file ``recipes/ROOT.yaml`` with the options
+    its directory name spells: the recipe file reruns it."""
+    recipe = load_recipe(f"recipes/{root}.yaml")
+    for record in collect(f"results/{root}"):
+        cell, given = command_options(record["command"])
+        shipped = resolve(load_recipe(cell.pop("recipe")), Cell.of(**cell), given)
+        named = resolve(recipe, Cell.of(**cell), name_options(os.path.basename(record["run"])))
+        assert (named.run, named.lengths) == (shipped.run, shipped.lengths), record["run"]
+        assert named.name == os.path.basename(record["run"])
+
+
+def command_options(command: str) -> tuple[dict, dict]:
+    """``abcmini train --recipe R --task T --method M --seed S --key=value …`` as the cell's
+    fields and the fields of its options (``OPTIONS``' types)."""
+    cell, given = {}, {}
+    words = shlex.split(command)[2:]
+    by_option = {o.replace("_", "-"): (f, kind) for f, (o, kind, _) in OPTIONS.items()}
+    while words:
+        key, _, value = words.pop(0)[2:].partition("=")
+        value = value or words.pop(0)
+        if key in ("recipe", "task", "method", "seed"):
+            cell[key] = int(value) if key == "seed" else value
+        else:
+            field, kind = by_option[key]
+            given[field] = tuple(map(int, value.split(","))) if field == "lengths" else kind(value)
+    return cell, given
+
+
+def name_options(name: str) -> dict:
+    """The overrides a run directory's name spells (``coupling+varied-s0-steps=14000,train_on=9.0``)."""
+    spelled = re.fullmatch(r".+?-s\d+-?(.*)", name).group(1)
+    kinds = {f: kind for f, (_, kind, _) in OPTIONS.items()}
+    found = dict(re.findall(r"([a-z_]+)=(.+?)(?=,[a-z_]+=|$)", spelled))
+    return {key: kinds[key](value) for key, value in found.items()}
 
 
 def todays_rows(text: str) -> dict:

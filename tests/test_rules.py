@@ -4,8 +4,8 @@ the bias only where its reason (``abcmini.nn.rules.RULES``) says it does."""
 import pytest
 import torch
 
-from abcmini.nn.biases import line_ids
 from abcmini.nn.calibrate import marker_columns, procedure
+from abcmini.nn.lines import line_ids
 from abcmini.nn.rules import BLOCK_ONLY, RULES
 
 LAYOUT = ((0, 0), (1, 5), (6, 6), (7, 11))  # $, a, +, b: 5-digit operands

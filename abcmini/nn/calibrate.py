@@ -8,7 +8,7 @@ Three calibrations of one averaged attention ``Ā [h m n]`` (the trusted rows):
 - ``procedure``: abcmini's, Algorithm 1 with the named ``RULES`` (``nn.rules``), some of which
   exist only because abcmini calibrates in one frame and tests in others.
 
-``block_procedure`` is ABC for an output of one block per input number (``biases``, "ABC lines
+``block_procedure`` is ABC for an output of one block per input number (``block_lines``, "ABC lines
 counted in blocks"). Every step is tensor code, with no loop over matrix cells. Plain PyTorch:
 task structure arrives as data (layout, padding masks); docs/recipe.md has the measurements.
 """
@@ -18,20 +18,15 @@ import functools
 import torch
 from einops import rearrange
 
-from abcmini.nn.biases import (
-    NEG_INF,
+from abcmini.nn.block_lines import (
     BlockCalibrated,
     BlockLines,
-    Calibrated,
-    Layout,
-    LineBias,
     cell_offsets,
-    in_segment,
     input_coordinates,
-    line_ids,
     line_index,
     output_coordinates,
 )
+from abcmini.nn.lines import NEG_INF, Calibrated, Layout, LineBias, in_segment, line_ids
 from abcmini.nn.rules import DEFAULT, RULES
 
 PAPER_DIRECTIONS = (1, -1, 0)  # "the diagonal, the anti-diagonal, and the vertical lines" (§4)
@@ -105,7 +100,7 @@ def line_sums(
     cells of ``attention`` that line crosses. ``skip_start``: a sloped line (Δ ≠ 0) leaves out its
     cell in column 0, the start token (see ``calibrate``); a line with no cell left has sum 0 and
     ``cells = 0``. ``segment``: lines anchored in that segment of the columns
-    (``biases.line_ids``), cells outside it left out."""
+    (``lines.line_ids``), cells outside it left out."""
     heads, m, n = attention.shape
     ids = line_ids(m, n, delta, right, attention.device, segment, verticals_right)
     inside = in_segment(m, n, segment, attention.device)
@@ -213,7 +208,7 @@ def calibrate(
     """Algorithm 1 on ``Ā [h m n]`` (the trusted rows): the line tables ``Ã`` is read from at any ``M × N``.
 
     ``right``: cross-attention (True: Δ ≤ 0 lines counted from the top-right corner, the
-    algorithm's footnote) or decoder self-attention (False), see ``biases.line_ids``. With the
+    algorithm's footnote) or decoder self-attention (False), see ``lines.line_ids``. With the
     other defaults this is the paper's algorithm; each keyword is one rule of ``RULES``:
     ``layout`` (operand_lines: one table per input part, the dropoff's statistics pooled);
     ``min_support`` (support: lines crossing that fraction of the ``m`` rows, and the last row);
@@ -421,7 +416,7 @@ def calibrate_blocks(
     (rule ``support``), as a causal row never sees later blocks; ``kappa_markers``: the markers'
     own κ (rule ``vertical_kappa0``: 0); ``band``: each block offset's digit lines cut to the run
     through the digit a row reads first (rule ``band``). ``products``: multiply's cross-attention,
-    lines on the input numbers a and b (``biases.cell_offsets``); a row reads a only where its
+    lines on the input numbers a and b (``block_lines.cell_offsets``); a row reads a only where its
     block's digit product lands, so support counts against the number's best-covered line, and
     reads two digits of a, its product's and its carry's (ℓ 0 and −1), so no band: a head may
     read either alone;

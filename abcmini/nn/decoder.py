@@ -19,8 +19,8 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from abcmini.nn.biases import NEG_INF, Layout
 from abcmini.nn.config import ModelConfig
+from abcmini.nn.lines import NEG_INF, Layout
 from abcmini.nn.model import Block, KVCache, Scaffolded, Transformer, causal_bias, rows
 from abcmini.nn.positions import joint_positions
 from abcmini.nn.schemes import IN_ATTENTION

@@ -4,7 +4,7 @@
   when asked, returns the attention probabilities (no hooks, no patching).
 - Pre-LayerNorm blocks; 0 encoder layers means cross-attention reads the embedded input
   directly (what the authors' code does).
-- The model owns its scaffold (an ABS window or ABC's line tables, ``abcmini.nn.biases``) and asks
+- The model owns its scaffold (an ABS window or ABC's line tables, ``abcmini.nn.lines``, ``abcmini.nn.windows``) and asks
   it for the size each pass needs.
 - ``greedy`` decodes a batch with a key/value cache: step ``t`` runs the decoder on one token
   and reads the cached keys/values of tokens ``< t``.
@@ -17,8 +17,8 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from abcmini.nn.biases import Layout, per_layer, segments_of
 from abcmini.nn.config import ModelConfig
+from abcmini.nn.lines import Layout, segments_of
 from abcmini.nn.positions import (
     attention_terms,
     cyclic_positions,
@@ -26,6 +26,7 @@ from abcmini.nn.positions import (
     significance,
     sinusoidal,
 )
+from abcmini.nn.scaffolds import per_layer
 from abcmini.nn.schemes import IN_ATTENTION
 from abcmini.nn.size_cache import cached
 from abcmini.nn.token_positions import TOKEN_SCHEMES, TokenPositions
@@ -215,7 +216,7 @@ class Scaffolded(nn.Module):
     """A model that adds a scaffold's biases to its attention (and, with a scheme of
     ``token_positions``, each token's position to its embedding): ``scaffold(n_q, n_src, device,
     layout) → (self_bias, cross_bias)`` (or a list of such pairs, one per layer), an ``nn.Module``
-    (``abcmini.nn.biases``) or None. The biases are kept per size, since training batches share one
+    (``abcmini.nn.lines``, ``abcmini.nn.windows``) or None. The biases are kept per size, since training batches share one
     shape; the scaffold's buffers are part of the model's ``state_dict``."""
 
     def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):
@@ -286,7 +287,7 @@ class Scaffolded(nn.Module):
         self.scaffold, self._biases = scaffold, {}
 
     def layout(self, src: torch.Tensor) -> Layout | None:
-        """The input's segments (``biases.segments_of``), the same for every row of a batch in a
+        """The input's segments (``lines.segments_of``), the same for every row of a batch in a
         fixed frame; what an anchored scaffold needs (None without a scaffold)."""
         return segments_of(src[0] < self.cfg.digit_tokens) if self.scaffold is not None else None
 

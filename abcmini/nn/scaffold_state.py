@@ -1,4 +1,4 @@
-"""What a stored ABC scaffold may hold (``biases.scaffold_from_state``'s input, as bias files and
+"""What a stored ABC scaffold may hold (``scaffolds.scaffold_from_state``'s input, as bias files and
 checkpoints keep it), checked field by field before anything is built from it: a file from
 elsewhere fails here with the field it gets wrong, never later inside a forward pass.
 """

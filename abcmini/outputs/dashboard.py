@@ -23,9 +23,10 @@ import torch
 from plotly.subplots import make_subplots
 
 from abcmini.bias_files import load_bias
-from abcmini.nn.biases import Window, scaffold_from_state, stacked
 from abcmini.nn.calibrate import average_attention
+from abcmini.nn.scaffolds import scaffold_from_state, stacked
 from abcmini.nn.schemes import TODAYS_SCHEMES
+from abcmini.nn.windows import Window
 from abcmini.outputs.method_views import COLUMNS, method_views, seconds_on
 from abcmini.outputs.paper import paper_accuracy
 from abcmini.outputs.report import (

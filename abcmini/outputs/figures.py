@@ -17,8 +17,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from einops import rearrange  # noqa: E402
 
-from abcmini.nn.biases import segments_of, stacked  # noqa: E402
 from abcmini.nn.calibrate import average_attention  # noqa: E402
+from abcmini.nn.lines import segments_of  # noqa: E402
+from abcmini.nn.scaffolds import stacked  # noqa: E402
 from abcmini.store import atomic_write, note_written  # noqa: E402
 from abcmini.tasks import Example, detokenize, digit_mask  # noqa: E402
 

@@ -13,26 +13,9 @@ import plotly.graph_objects as go
 from abcmini.config import POOL_DIGITS
 from abcmini.nn.schemes import TODAYS_SCHEMES
 from abcmini.outputs.published import ANCHORS
-from abcmini.outputs.report import describe_protocol, family, protocol
+from abcmini.outputs.report import describe_protocol, family, protocol, reach
 
 BUDGET_KEYS = ("steps", "train_on", "min_steps")  # the overrides that set a run's budget
-
-
-def held_to(accuracy: dict, at_least: float) -> int:
-    """The longest tested length up to which every tested length holds ``at_least`` (0: none)."""
-    held = 0
-    for length, value in sorted((int(n), a) for n, a in accuracy.items()):
-        if value < at_least:
-            break
-        held = length
-    return held
-
-
-def reach(accuracy: dict, at_least: float, digits: int | None = None) -> str:
-    """``held_to`` as a table shows it: with its multiple of the training length ``digits``, or
-    "none" where the first tested length already falls below."""
-    held = held_to(accuracy, at_least)
-    return "none" if not held else f"{held} ({held / digits:.1f}×)" if digits else str(held)
 
 
 def run_groups(records: list[dict], scheme: str) -> dict[tuple, list[dict]]:

@@ -547,7 +547,7 @@ def stress_table(results: list[dict]) -> str:
 
 
 def calibrated_lines(results: list[dict]) -> str:
-    """The open lines of each ABC run's bias (``biases.open_lines``): layer, attention, direction
+    """The open lines of each ABC run's bias (``scaffolds.open_lines``): layer, attention, direction
     Δ (segment 0 is ``$``, then the input's parts in order), head, and the line indices."""
     listed = [
         r
@@ -858,23 +858,81 @@ def departures(records: list[dict], ablation: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def held_to(accuracy: dict, at_least: float) -> int:
+    """The longest tested length up to which every tested length holds ``at_least`` (0: none)."""
+    held = 0
+    for length, value in sorted((int(n), a) for n, a in accuracy.items()):
+        if value < at_least:
+            break
+        held = length
+    return held
+
+
+def reach(accuracy: dict, at_least: float, digits: int | None = None) -> str:
+    """``held_to`` as a table shows it: with its multiple of the training length ``digits``, or
+    "none" where the first tested length already falls below."""
+    held = held_to(accuracy, at_least)
+    return "none" if not held else f"{held} ({held / digits:.1f}×)" if digits else str(held)
+
+
+def label(run: str) -> str:
+    """A run directory ``ROOT/TASK/NAME`` as ``ROOT/NAME`` (its recipe's root and its name)."""
+    parts = os.path.normpath(run).split(os.sep)
+    return "/".join(parts[-3::2]) if len(parts) >= 3 else run
+
+
+def own_papers(records: list[dict]) -> str:
+    """Today's methods each in its own paper's shape (recipes own-papers, papers-scale), one row a
+    run: exact match (%) by length, how far it holds 99% and 90%, beside its paper's figure."""
+    anchors = {anchor.scheme: anchor for anchor in ANCHORS}
+    lines = [
+        "| run | shape | trained on | examples (M) | training s | machine | exact match (%) by "
+        "length | ≥ 99% to | ≥ 90% to | its paper |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        by_length = " · ".join(
+            f"{n}: {100 * a:.2f}" for n, a in sorted((int(n), a) for n, a in r["accuracy"].items())
+        )
+        anchor = anchors.get(r["scheme"])
+        paper = (
+            f"1–{anchor.trained_digits} → {anchor.tested_digits} ({anchor.ratio:.2f}×), "
+            f"{anchor.accuracy}"
+            if anchor
+            else "—"
+        )
+        held = [reach(r["accuracy"], at, r["train_digits"]) for at in (0.99, 0.90)]
+        lines.append(
+            f"| `{label(r['run'])}` | {r['shape']} | "
+            f"1–{r['train_digits']} | {r['train_examples'] / 1e6:.2f} | "
+            f"{r['train_seconds']:,.0f} | {r.get('device', 'CPU, 1 thread')} | {by_length} | "
+            f"{held[0]} | {held[1]} | {paper} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 BLOCKS = {
     "departures": re.compile(r"(<!-- departures -->\n)(.*?)(<!-- /departures -->)", re.S),
     "calibrations": re.compile(r"(<!-- calibrations -->\n)(.*?)(<!-- /calibrations -->)", re.S),
     "stress": re.compile(r"(<!-- stress -->\n)(.*?)(<!-- /stress -->)", re.S),
     "headline": re.compile(r"(<!-- headline -->\n)(.*?)(<!-- /headline -->)", re.S),
     "methods-table": re.compile(r"(<!-- methods-table -->\n)(.*?)(<!-- /methods-table -->)", re.S),
+    "own-papers": re.compile(r"(<!-- own-papers -->\n)(.*?)(<!-- /own-papers -->)", re.S),
 }
 
 
-def with_blocks(text: str, records: list[dict], beside: list[dict] = ()) -> str:
-    """``text`` with each generated block it holds filled from ``records``: ``calibrations``
-    (ABC's three calibrations), ``headline`` (the README's main table) and ``methods-table`` (today's methods beside ABC and ABS, ABS from
-    ``beside`` where ``records`` lack it)."""
-    found = [name for name, block in BLOCKS.items() if block.search(text)]
+def with_blocks(text: str, records: list[dict], beside: list[dict] = (), only: tuple = ()) -> str:
+    """``text`` with each generated block it holds (or those of ``only``) filled from
+    ``records``: ``calibrations`` (ABC's three calibrations), ``headline`` (the README's main
+    table), ``methods-table`` (today's methods beside ABC and ABS, ABS from ``beside`` where
+    ``records`` lack it), ``own-papers`` (``records`` then ``beside``, one row a run)."""
+    unknown = sorted(set(only) - set(BLOCKS))
+    if unknown:
+        raise StoreError(f"no generated block {unknown[0]!r}; blocks are {', '.join(BLOCKS)}")
+    found = [n for n, block in BLOCKS.items() if block.search(text) and (not only or n in only)]
     if not found:
         raise StoreError(
-            "no generated block to fill (<!-- headline -->, <!-- methods-table -->, <!-- calibrations -->, …)"
+            f"no generated block to fill ({', '.join(f'<!-- {n} -->' for n in only or BLOCKS)})"
         )
     tables = {
         "calibrations": lambda: calibrations(records),
@@ -882,6 +940,7 @@ def with_blocks(text: str, records: list[dict], beside: list[dict] = ()) -> str:
         "departures": lambda: departures(records, list(beside)),
         "headline": lambda: headline(pool(records)[0]),
         "methods-table": lambda: todays_methods(pool(records)[0], pool(list(beside))[0]),
+        "own-papers": lambda: own_papers([*records, *beside]),
     }
     for name in found:
         table = tables[name]()
