@@ -648,9 +648,9 @@ def evaluate(
     done = {} if redo else previous.get("accuracy", {})
     accuracy, seconds, final, operands = {}, {}, {}, {}
     for length, frame in zip(lengths, test_frames(experiment, cfg, lengths, test_frame)):
-        if done.get(str(length), 1.0) < until or accuracy.get(length, 1.0) < until:
-            break
         if str(length) in done:
+            if done[str(length)] < until:
+                break
             continue
         began = time.perf_counter()
         batch = batch_for(cfg, frame, batch_size, operand_count(length))
@@ -672,6 +672,8 @@ def evaluate(
             operands[str(length)] = operand_count(length)
         seconds[str(length)] = round(time.perf_counter() - began, 2)
         hooks.evaluated(length, accuracy[length], seconds[str(length)])
+        if accuracy[length] < until:
+            break
     extra["test_frame"] = "follows" if follows else "fixed"
     extra["model"] = model_fields(cfg, model)
     if isinstance(model.scaffold, (Calibrated, PerLayer, BlockCalibrated)):

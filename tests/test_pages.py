@@ -7,6 +7,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.integration  # lab scripts: the second tier
 
 
 @pytest.mark.parametrize(

@@ -327,3 +327,22 @@ def test_the_train_on_phase_anneals_the_learning_rate_to_zero(tmp_path):
         all(b < a for a, b in zip(unreached, unreached[1:]))
         and abs(unreached[-1] - 0.1 * cfg.lr) < 1e-6
     )
+
+
+def test_a_recipes_tests_stop_after_the_first_length_below_test_until_and_stay_stopped(tmp_path):
+    """``test_until``: the lengths go in order and none after one below it is tested, neither
+    when the run ends nor when its command runs again (the cell counts as done)."""
+    recipe = tmp_path / "until.yaml"
+    recipe.write_text("base: quick\ntest_frame: follows\ntest_until: 0.5\n")
+    out = tmp_path / "run"
+    args = [*ARGS, "--steps", "40", "--lengths", "3,40,41", "--recipe", str(recipe)]
+    args += ["--out", str(out), "--continue"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    accuracy = json.loads((out / "eval.json").read_text())["accuracy"]
+    assert "41" not in accuracy and min(accuracy.values()) < 0.5  # 40 steps: 0% at 40 digits
+    assert all(a >= 0.5 for n, a in accuracy.items() if int(n) < max(map(int, accuracy)))
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert json.loads((out / "eval.json").read_text())["accuracy"] == accuracy
+    assert "length  41" not in again.output
