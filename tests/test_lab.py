@@ -10,9 +10,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAB = os.path.join(ROOT, "lab")
 SCRIPTS = sorted(
-    name[:-3]
-    for name in os.listdir(LAB)
-    if name.endswith(".py") and name not in ("one_thread.py", "parse.py")
+    name[:-3] for name in os.listdir(LAB) if name.endswith(".py") and name != "parse.py"
 )
 pytestmark = pytest.mark.integration  # a subprocess per script: the second tier
 
