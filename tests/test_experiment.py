@@ -37,6 +37,7 @@ STUDIED = (
     "kappa_self",
     "calibration",
     "rules",
+    "preset",
 )  # what a sweep may vary beyond the cell; every other value is the recipe's
 CELL = (
     "recipe",

@@ -826,7 +826,7 @@ def departures(records: list[dict], ablation: list[dict]) -> str:
     """abcmini's departures from Algorithm 1 one at a time (``ablation``: the procedure with the
     rules of each record), beside Algorithm 1 and the whole procedure of ``records``: exact
     match (%) at 10 and 60 digits per task, seed 0."""
-    order = ["none", *RULES, "all"]
+    order = ["none", *RULES]
     rows = {}  # label → (rank, {task: accuracy})
     for record, ablated in [*((r, False) for r in records), *((r, True) for r in ablation)]:
         settings = record.get("calibration") or {}
@@ -838,10 +838,11 @@ def departures(records: list[dict], ablation: list[dict]) -> str:
         else:
             rules = settings["rules"]
             label = f"procedure, κ_cross {settings['kappa_cross']:g}, rules {rules}"
-            if ablated:
-                rank = (1, order.index(rules) if rules in order else 0)
+            if ablated:  # one rule at a time in the rules' order, then several, then all
+                rank = (1, order.index(rules)) if rules in order else (2, rules.count(","))
+                rank = (2, len(order)) if rules == "all" else rank
             else:
-                label, rank = f"{label} (abc64)", (2, 0)
+                label, rank = f"{label} (abc64)", (3, 0)
         rows.setdefault(label, (rank, {}))[1][record["task"]] = record["accuracy"]
     tasks = ("successor", "addition", "nx1")
     lines = [
