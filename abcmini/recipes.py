@@ -261,6 +261,11 @@ def load_recipe(name_or_path: str, _chain: tuple = ()) -> Recipe:
             values["calibration"] = replace(base.calibration, **values["calibration"])
         except ConfigError as error:
             raise ConfigError(f"recipe file {name_or_path!r}: {error}") from None
+    if "cells" in values:  # merged over the base's, field by field within a selector
+        cells = {selector: dict(fields) for selector, fields in base.cells}
+        for selector, fields in values["cells"]:
+            cells[selector] = {**cells.get(selector, {}), **dict(fields)}
+        values["cells"] = tuple((k, tuple(v.items())) for k, v in cells.items())
     try:
         return replace(base, **values)
     except (TypeError, UserError) as error:

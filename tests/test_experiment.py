@@ -705,6 +705,11 @@ def test_a_recipe_files_cells_set_each_cells_own_run_most_specific_last(tmp_path
     assert all(e.run.train_numbers == "uniform" and not e.overrides for e in runs.values())
     given = resolve(recipe, Cell("nx1", "coupling+varied", 0), {"layers": 5})
     assert given.run.layers == 5 and given.name == "coupling+varied-s0-layers=5"
+    child = tmp_path / "child.yaml"  # its cells merge over its base's, field by field
+    child.write_text("base: shapes.yaml\ncells:\n  nx1: {steps: 7000}\n  '*': {train_digits: 9}\n")
+    run = resolve(load_recipe(str(child)), Cell("nx1", "coupling+varied", 0)).run
+    assert (run.layers, run.heads, run.steps, run.train_digits) == (2, 4, 7000, 9)
+    assert run.train_numbers == "uniform"
 
 
 @pytest.mark.parametrize(
