@@ -814,6 +814,8 @@ def report_command(
         out = out or os.path.join(runs_dir, "report.md")
         if beside and not os.path.isdir(beside):
             raise UserError(f"--beside directory {beside!r} does not exist")
+        if block and not readme:
+            raise UserError("--block fills a block of --readme FILE; give the file")
         filled = None
         if readme:  # checked, and filled, before anything is written
             if not os.path.isfile(readme):

@@ -297,12 +297,15 @@ def test_report_refuses_an_empty_directory(tmp_path):
 def test_report_checks_its_readme_before_writing_anything(tmp_path):
     notes, out = tmp_path / "notes.md", tmp_path / "out" / "report.md"
     notes.write_text("no generated block here\n")
-    for readme, why in (
-        (tmp_path / "missing.md", "is not a file"),
-        (notes, "no generated block to fill"),
+    for readme, why, more in (
+        (tmp_path / "missing.md", "is not a file", []),
+        (notes, "no generated block to fill", []),
+        (notes, "no generated block 'own-paper'", ["--block", "own-paper"]),
+        (None, "--block fills a block of --readme", ["--block", "own-papers"]),
     ):
+        given = ["--readme", str(readme)] if readme else []
         result = CliRunner().invoke(
-            app, ["report", "results/decoder", "--out", str(out), "--readme", str(readme)]
+            app, ["report", "results/decoder", "--out", str(out), *given, *more]
         )
         assert (
             result.exit_code == 2
