@@ -84,7 +84,7 @@ def expand(config: dict, count: int | None = None) -> list[dict]:
         raise SweepFileError(f"a {config.get('method')} sweep has no end; pass --count")
     runs = []
     while count is None or len(runs) < count:
-        run = sweeps.next_run(config, runs, validate=True)
+        run = sweeps.next_run(config, runs, validate=not runs)  # the file's schema, checked once
         if run is None:
             break
         run.state = sweeps.RunState.finished

@@ -31,6 +31,8 @@ def test_every_expanded_run_is_a_valid_cli_call(path):
     runs = expand(config)
     assert len(runs) > 1
     for params in runs:
+        if params["recipe"].endswith(".yaml"):  # a recipe file, by its path in the repository
+            params = {**params, "recipe": os.path.join(ROOT, params["recipe"])}
         argv = command_line(config, params, interpreter="python")
         assert argv[:5] == [
             "python",
