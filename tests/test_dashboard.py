@@ -268,7 +268,7 @@ def test_the_shipped_dashboard_draws_todays_methods_beside_abc_and_abs(tmp_path)
         "36000 training steps, training seconds 6,848 (6,539 on CPU, 309 on NVIDIA H200)"
         in out.read_text()
     )
-    every = [r for root in ("results/decoder", "results/long", *files) for r in collect(root)]
+    every = [r for root in (*roots, *files) for r in collect(root)]
     driver = chrome()
     views = (
         "return Array.from(document.querySelectorAll('section.method')).map(s => [s.querySelector('h2').id, "
