@@ -160,3 +160,29 @@ def test_a_shipped_abc_checkpoint_scores_its_record_at_the_training_length(path,
         json.load(open(tmp_path / name / "eval.json"))["accuracy"][length]
         == record["accuracy"][length]
     )
+
+
+PAPER_SIZE = sorted(glob.glob("results/sources/abc64-paper/*/vanilla-s*"))
+
+
+@pytest.mark.parametrize("path", PAPER_SIZE)
+def test_a_paper_size_source_is_the_abc64_cells_source_at_the_papers_model_size(path, tmp_path):
+    """``sweeps/abc64-paper-size.yaml``'s sources, shipped weights-only: the Vanilla source the
+    recipe ``abc64`` resolves for the cell with ``--preset paper`` (one encoder and six decoder
+    layers, 8 heads, d 128), interpolated, and calibrated by Algorithm 1 without retraining."""
+    from abcmini.recipes import ABC64
+
+    state = torch.load(os.path.join(path, "checkpoint.pt"), weights_only=True)
+    task, name = path.split(os.sep)[-2:]
+    cell = Cell(task, "abc", int(name.rsplit("-s", 1)[1]))
+    expected = resolve(ABC64, cell, {"preset": "paper", "algorithm": "paper"}).source_experiment()
+    assert RunConfig(**state["config"]) == expected.run and state["weights_only"]
+    recorded = json.loads(open(os.path.join(path, "experiment.json")).read())
+    assert Experiment.from_dict(recorded).to_dict() == expected.to_dict()
+    assert (expected.run.preset, expected.run.pad_width) == ("paper", 64)
+    assert state["history"][-1]["valid_acc"] >= ABC64.stop_at_plain  # it interpolated
+    out = tmp_path / "bias.pt"
+    args = ["calibrate", path, "--recipe", "abc64", "--calibration", "paper", "--samples", "50"]
+    result = CliRunner().invoke(app, [*args, "--no-wandb", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert torch.load(out, weights_only=True)["calibration"]["algorithm"] == "paper"
