@@ -838,11 +838,12 @@ def departures(records: list[dict], ablation: list[dict]) -> str:
         else:
             rules = settings["rules"]
             label = f"procedure, κ_cross {settings['kappa_cross']:g}, rules {rules}"
-            if ablated:  # one rule at a time in the rules' order, then several, then all
+            if ablated:  # one rule at a time, then rules added in order, all but one, all
                 rank = (1, order.index(rules)) if rules in order else (2, rules.count(","))
-                rank = (2, len(order)) if rules == "all" else rank
+                rank = (3, rules) if rules.startswith("all,") else rank
+                rank = (4, "") if rules == "all" else rank
             else:
-                label, rank = f"{label} (abc64)", (3, 0)
+                label, rank = f"{label} (abc64)", (5, "")
         rows.setdefault(label, (rank, {}))[1][record["task"]] = record["accuracy"]
     tasks = ("successor", "addition", "nx1")
     lines = [
