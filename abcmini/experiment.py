@@ -104,7 +104,7 @@ class Experiment:
     overrides: tuple = ()  # ((field, value), …) given on top of the recipe, sorted
     test_frame: str = "fixed"  # fixed: every length in the protocol's frame; follows: in a frame that grows with the length
     test_pad_width: int | None = (
-        64  # the protocol's frame (None: growing geometry); ABC may train in another one
+        None  # the protocol's frame (None: growing); ABC may train in another
     )
     test_until: float = 0.0  # the tests stop after the first length below this
 
