@@ -768,35 +768,40 @@ def write_report(
 
 
 CALIBRATIONS = (
-    ("paper", "Algorithm 1"),
-    ("authors", "authors' code"),
-    ("abc", "abcmini procedure"),
+    ("paper", "cpu", "Algorithm 1"),
+    ("authors", "cpu", "authors' code"),
+    ("abc", "cpu", "abcmini procedure"),
+    ("paper", "paper", "Algorithm 1, paper size"),  # shown where such a record exists
 )
 
 
 def calibrations(records: list[dict]) -> str:
-    """The three calibrations of ABC side by side: per task and test length, the paper's number
-    and each calibration's exact match (%), median [range] over its seeds."""
+    """The three calibrations of ABC side by side (and Algorithm 1 at the paper's model size,
+    where it ran): per task and test length, the paper's number and each calibration's exact
+    match (%), median [range] over its seeds."""
     groups = {}
     for record in records:
         algorithm = (record.get("calibration") or {}).get("algorithm", "abc")
-        groups.setdefault((record["task"], algorithm), []).append(record)
-    tasks = sorted({task for task, _ in groups}, key=lambda t: cell_order((t, "")))
+        groups.setdefault((record["task"], algorithm, record.get("preset")), []).append(record)
+    columns = [c for c in CALIBRATIONS if c[1] == "cpu" or any(k[1:] == c[:2] for k in groups)]
+    tasks = sorted({task for task, *_ in groups}, key=lambda t: cell_order((t, "")))
     lines = [
-        "| task | digits | paper | " + " | ".join(name for _, name in CALIBRATIONS) + " |",
-        "|---|---|---|" + "---|" * len(CALIBRATIONS),
+        "| task | digits | paper | " + " | ".join(name for *_, name in columns) + " |",
+        "|---|---|---|" + "---|" * len(columns),
     ]
     for task in tasks:
-        seeds = [sorted(r["seed"] for r in groups.get((task, a), [])) for a, _ in CALIBRATIONS]
+        runs = [groups.get((task, a, preset), []) for a, preset, _ in columns]
         lines.append(
             f"| {task} | seeds | | "
-            + " | ".join(",".join(map(str, s)) or "–" for s in seeds)
+            + " | ".join(
+                ",".join(str(s) for s in sorted(r["seed"] for r in rs)) or "–" for rs in runs
+            )
             + " |"
         )
         lengths = sorted(
             {
                 int(n)
-                for (t, _), rs in groups.items()
+                for (t, *_), rs in groups.items()
                 if t == task
                 for r in rs
                 for n in r["accuracy"]
@@ -805,14 +810,7 @@ def calibrations(records: list[dict]) -> str:
         for n in lengths:
             theirs = paper_accuracy(task, "nope+abc", n)
             row = [
-                cell(
-                    [
-                        r["accuracy"][str(n)]
-                        for r in groups.get((task, a), [])
-                        if str(n) in r["accuracy"]
-                    ]
-                )
-                for a, _ in CALIBRATIONS
+                cell([r["accuracy"][str(n)] for r in rs if str(n) in r["accuracy"]]) for rs in runs
             ]
             lines.append(
                 f"| {task} | {n} | {'–' if theirs is None else f'{theirs:g}'} | "
@@ -831,7 +829,7 @@ def departures(records: list[dict], ablation: list[dict]) -> str:
     for record, ablated in [*((r, False) for r in records), *((r, True) for r in ablation)]:
         settings = record.get("calibration") or {}
         algorithm = settings.get("algorithm", "abc")
-        if record["seed"] != 0 or algorithm == "authors":
+        if record["seed"] != 0 or algorithm == "authors" or record.get("preset") != "cpu":
             continue
         if algorithm == "paper":
             label, rank = "Algorithm 1", (0, 0)
