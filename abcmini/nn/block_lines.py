@@ -17,7 +17,7 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from abcmini.nn.lines import NEG_INF, Layout
+from abcmini.nn.lines import NEG_INF, Layout, SelfCross
 
 
 def input_coordinates(
@@ -179,13 +179,9 @@ def block_count(n_src: int, layout: Layout, products: bool) -> int:
     return (n_src - 3) // 2 if products else len(layout) // 2
 
 
-class BlockCalibrated(nn.Module):
+class BlockCalibrated(SelfCross):
     """ABC's biases for a block output: decoder self- and cross-attention block-line tables, over
     the input's ``block_count`` blocks."""
-
-    def __init__(self, self_attention: BlockLines, cross_attention: BlockLines):
-        super().__init__()
-        self.self_attention, self.cross_attention = self_attention, cross_attention
 
     def forward(
         self, n_q: int, n_src: int, device=None, layout: Layout | None = None
@@ -198,16 +194,6 @@ class BlockCalibrated(nn.Module):
             self.self_attention(n_q, n_q, blocks, device, products),
             self.cross_attention(n_q, n_src, blocks, device, products),
         )
-
-    def union(self, other: "BlockCalibrated") -> "BlockCalibrated":
-        return BlockCalibrated(
-            self.self_attention.union(other.self_attention),
-            self.cross_attention.union(other.cross_attention),
-        )
-
-    def tables(self):
-        yield "cross", self.cross_attention
-        yield "self", self.self_attention
 
     def state(self) -> dict:
         return {

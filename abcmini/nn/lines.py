@@ -229,12 +229,28 @@ class LineBias(nn.Module):
                 yield label, head, sorted(kept.items())
 
 
-class Calibrated(nn.Module):
-    """The ABC biases of one model: decoder self- and cross-attention line tables."""
+class SelfCross(nn.Module):
+    """A decoder's self- and cross-attention tables, united and listed pairwise: what ABC's
+    scaffolds (``Calibrated``, ``block_lines.BlockCalibrated``) share."""
 
-    def __init__(self, self_attention: LineBias, cross_attention: LineBias):
+    def __init__(self, self_attention: nn.Module, cross_attention: nn.Module):
         super().__init__()
         self.self_attention, self.cross_attention = self_attention, cross_attention
+
+    def union(self, other: "SelfCross") -> "SelfCross":
+        return type(self)(
+            self.self_attention.union(other.self_attention),
+            self.cross_attention.union(other.cross_attention),
+        )
+
+    def tables(self):
+        """``(name, table)`` of each attention."""
+        yield "cross", self.cross_attention
+        yield "self", self.self_attention
+
+
+class Calibrated(SelfCross):
+    """The ABC biases of one model: decoder self- and cross-attention line tables."""
 
     def forward(
         self, n_q: int, n_src: int, device=None, layout: Layout | None = None
@@ -246,17 +262,6 @@ class Calibrated(nn.Module):
 
     def state(self) -> dict:
         return {"self": self.self_attention.state(), "cross": self.cross_attention.state()}
-
-    def union(self, other: "Calibrated") -> "Calibrated":
-        return Calibrated(
-            self.self_attention.union(other.self_attention),
-            self.cross_attention.union(other.cross_attention),
-        )
-
-    def tables(self):
-        """``(name, LineBias)`` of each attention."""
-        yield "cross", self.cross_attention
-        yield "self", self.self_attention
 
     @classmethod
     def from_state(cls, state: dict) -> "Calibrated":
