@@ -62,6 +62,7 @@ def test_sync_reads_a_well_formed_run_file(tmp_path):
     assert "use_artifact('ENTITY/abcmini/model-x:latest')" in result.output
 
 
+@pytest.mark.integration  # waits out the 3 s reach timeout twice
 @pytest.mark.parametrize("command", ["sync", "workspace"])
 def test_sync_and_workspace_without_a_server_end_in_seconds_in_one_line(
     command, tmp_path, monkeypatch
