@@ -7,7 +7,17 @@ to it, and the command line builds its options from it (``OPTIONS``), before tor
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from abcmini.names import TASKS, ConfigError, check_int, check_task, is_binary, method_label
+from abcmini.names import (
+    METHOD_KINDS,
+    TASKS,
+    ConfigError,
+    check_int,
+    check_selector,
+    check_task,
+    is_binary,
+    method_label,
+    selects,
+)
 from abcmini.nn.config import ARCHS, PRESETS, ModelConfig
 from abcmini.nn.rules import DEFAULT, RULES, applying
 from abcmini.nn.schemes import SCHEMES
@@ -198,18 +208,28 @@ class Recipe:
         500, "…and validates on 500 numbers: one ABC training serves every recipe's protocol"
     )
     steps: int = why(4000, "step cap of runs expected to interpolate")
-    steps_addition_plain: int = why(
-        20000, "Vanilla and RoPE Addition sit on a loss plateau for thousands of steps"
-    )
-    steps_alibi: int = why(1500, "ALiBi does not interpolate (paper §3); capped short")
-    steps_parity_plain: int = why(
-        4000, "Parity without a window: in a pad-12 frame Vanilla interpolates by step 750"
-    )
-    steps_nx1_window: int | None = why(
-        None, "N×1 with an ABS window (and today's methods): its own step cap (none: steps)"
-    )
-    steps_nx1_abc: int = why(
-        12000, "ABC on N×1 reaches 99.9% late in frames of 10–20; a 4,000 cap cut its 3x short"
+    step_caps: tuple = why(
+        (
+            ("alibi", 1500, "ALiBi does not interpolate (paper §3); capped short"),
+            (
+                "addition vanilla",
+                20000,
+                "Vanilla Addition sits on a loss plateau for thousands of steps",
+            ),
+            ("addition rope", 20000, "so does RoPE Addition"),
+            (
+                "parity plain",
+                4000,
+                "Parity without a window: at pad 12 Vanilla interpolates by step 750",
+            ),
+            ("parity_class plain", 4000, "as parity"),
+            (
+                "nx1 abc",
+                12000,
+                "ABC on N×1 reaches 99.9% late in frames of 10–20: 4,000 cut its 3x short",
+            ),
+        ),
+        "(selector, steps, reason): the last row naming a cell caps it, else steps",
     )
     scaffold_pe_scale: float = why(
         1 / 16, "+w=W: the uncycled sinusoidal encoding at 1/16 amplitude beside the window"
@@ -259,6 +279,21 @@ class Recipe:
             raise ConfigError(f"lr must be a positive number, got {self.lr}")
         if not self.lengths:
             raise ConfigError("lengths must be one or more whole numbers of at least 1, got []")
+        for selector, steps, _ in self.step_caps:
+            check_selector(selector, METHOD_KINDS)
+            check_int(steps, "steps", f"step_caps: {selector}")
+
+    def cap(self, task: str, method: str) -> int:
+        """A cell's step cap: the last row of ``step_caps`` that names it (a task, a method or
+        its kind: abc, abs, todays, plain), else ``steps``."""
+        rows = [steps for selector, steps, _ in self.step_caps if selects(selector, task, method)]
+        return rows[-1] if rows else self.steps
+
+    def capped(self, *rows) -> tuple:
+        """``step_caps`` with ``rows`` in: a selector it has keeps its place, a new one goes last."""
+        table = {selector: (steps, reason) for selector, steps, reason in self.step_caps}
+        table |= {selector: (steps, reason) for selector, steps, reason in rows}
+        return tuple((selector, *row) for selector, row in table.items())
 
     def settings(self, task: str, method: str) -> dict:
         """The ``cells`` settings of one cell: those of every cell (``*``), of its task, of its
@@ -300,6 +335,8 @@ class Recipe:
                     (f"calibration rule {name}", "on" if name in on else "off", reason)
                     for name, reason in RULES.items()
                 ]
+            elif f.name == "step_caps":
+                rows += [(f"step cap {sel}", steps, why) for sel, steps, why in self.step_caps]
             elif f.name != "changes":
                 rows.append((f.name, getattr(self, f.name), f.metadata["why"]))
         changed = dict(self.changes)

@@ -244,17 +244,6 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = F
     generalizing = (
         window is not None or scheme in TODAYS_SCHEMES
     )  # ABS and today's methods: one budget rule
-    steps = recipe.steps_alibi if scheme == "alibi" else recipe.steps
-    if task == "addition" and method in ("vanilla", "rope"):
-        steps = recipe.steps_addition_plain
-    if task in ("parity", "parity_class") and not scaffolded:
-        steps = recipe.steps_parity_plain
-    if (
-        task == "nx1" and generalizing and recipe.steps_nx1_window is not None
-    ):  # N×1 under the ABS rule: ABS's cap
-        steps = recipe.steps_nx1_window
-    if task == "nx1" and method == "abc":
-        steps = recipe.steps_nx1_abc
     return RunConfig(
         task=task,
         arch=recipe.arch,
@@ -277,7 +266,7 @@ def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = F
         pad_width=recipe.abc_pad_width if abc else recipe.pad_width,
         frame_spread=recipe.abc_frame_spread if abc and method == "abc" else 0,
         seed=seed,
-        steps=steps,
+        steps=recipe.cap(task, method),
         batch_size=recipe.batch_size,
         lr=recipe.lr,
         warmup=recipe.warmup,

@@ -4,7 +4,7 @@ command line checks them before it imports torch."""
 import re
 
 from abcmini.errors import UserError
-from abcmini.nn.schemes import SCHEMES
+from abcmini.nn.schemes import SCHEMES, TODAYS_SCHEMES
 
 
 class ConfigError(UserError):
@@ -58,7 +58,7 @@ BOUNDS = {  # the lowest and highest value of each integer a user sets, checked 
 
 
 def bound_name(field: str) -> str:
-    """The ``BOUNDS`` entry of a field: a recipe's ``steps_alibi`` is a step count, its
+    """The ``BOUNDS`` entry of a field: a recipe's ``steps`` is a step count, its
     ``abc_valid_size`` a validation size, ``enc_layers_in_attention`` an encoder depth."""
     name = field.removeprefix("abc_").removesuffix("_in_attention")
     return "steps" if name.startswith("steps") else name
@@ -140,6 +140,36 @@ def method_label(
     return f"{scheme}{f'+w={window}' if window is not None else ''}{f'+T={period}' if period else ''}{'+varied' if varied else ''}{'+abc' if biased else ''}"
 
 
+METHOD_KINDS = ("abc", "abs", "todays", "plain")  # what a step cap names beside a method
+
+
+def method_kind(method: str) -> str:
+    """``abc``, ``abs`` (a window), ``todays`` (random, FIRE, Abacus, Coupling) or ``plain``."""
+    scheme, window, _, _ = parse_method(method)
+    if method == "abc":
+        return "abc"
+    return "abs" if window is not None else "todays" if scheme in TODAYS_SCHEMES else "plain"
+
+
+def check_selector(selector: str, kinds: tuple = ()) -> None:
+    """``*``, a task, a method (as a cell spells it, or one of ``kinds``) or ``TASK METHOD``."""
+    parts = selector.split(" ")
+    if selector == "*" or selector in TASKS:
+        return
+    if len(parts) > 2:
+        raise ConfigError(f"{selector!r} is not '*', a task, a method or 'TASK METHOD'")
+    if len(parts) == 2 and parts[0] not in TASKS:
+        raise ConfigError(f"{selector!r}: {parts[0]!r} is not a task")
+    if parts[-1] in kinds:
+        return
+    try:
+        spelled = canonical_method(parts[-1])
+    except UserError as error:
+        raise ConfigError(f"{selector!r}: {error}") from None
+    if spelled != parts[-1]:
+        raise ConfigError(f"{selector!r}: a cell spells the method {spelled!r}")
+
+
 def canonical_method(method: str, window: int | None = None, period: int | None = None) -> str:
     """One name per method: ``+T=3`` and ``vanilla --window 1 --period 3`` are both ``vanilla+w=1+T=3``."""
     if method == "abc":
@@ -148,3 +178,9 @@ def canonical_method(method: str, window: int | None = None, period: int | None 
             raise ConfigError("abc calibrates its own bias; --window and --period do not apply")
         return "abc"
     return method_label(*parse_method(method, window, period))
+
+
+def selects(selector: str, task: str, method: str) -> bool:
+    """Whether ``selector`` (``check_selector``'s, kinds included) names the cell ``task method``."""
+    names = (method, method_kind(method))
+    return selector in ("*", task, *names, *(f"{task} {name}" for name in names))

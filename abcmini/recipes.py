@@ -10,7 +10,7 @@ from dataclasses import fields, replace
 
 from abcmini.config import EXPERIMENT_FIELDS, Calibration, Recipe, RunConfig
 from abcmini.errors import UserError
-from abcmini.names import TASKS, ConfigError, canonical_method, check_int
+from abcmini.names import METHOD_KINDS, ConfigError, check_int, check_selector
 from abcmini.yaml_file import read_yaml
 
 MAX_RECIPE_BYTES = 64 * 1024  # checked before the file is parsed
@@ -28,9 +28,12 @@ PAPER64 = PAPER.derive(
     test_frame=("fixed", "test every length in the training frame (the paper)"),
     cpi_from=("start", "CPI (+T=3) counts input positions from the first token (the paper)"),
     window_unit=("column", "the window counted in input columns either side of the operand pair"),
-    steps_parity_plain=(
-        300,
-        "at pad 64 a Parity step costs 3.6 s and Vanilla stays at 0%: capped short",
+    step_caps=(
+        PAPER.capped(
+            ("parity plain", 300, "at pad 64 a Parity step costs 3.6 s and Vanilla stays at 0%"),
+            ("parity_class plain", 300, "as parity"),
+        ),
+        "Parity without a window capped short",
     ),
 )
 ABC64 = PAPER64.derive(
@@ -48,7 +51,12 @@ ABC64 = PAPER64.derive(
         "the paper names no train-on phase: the retraining stops at 99.9% validation",
     ),
     abc_valid_size=(1000, "as the shipped pad-64 sources (results/sources/paper64) were validated"),
-    steps_nx1_abc=(4000, "one frame, no frames of 10-20 to learn: the cap of every other ABC cell"),
+    step_caps=(
+        PAPER64.capped(
+            ("nx1 abc", 4000, "one frame, no frames of 10-20 to learn: every other ABC cell's cap"),
+        ),
+        "ABC on N×1 capped as every other ABC cell",
+    ),
 )
 QUICK = PAPER.derive(
     name=("quick", "minutes, not hours: Successor, Vanilla against ABC (reproduce --quick)"),
@@ -82,9 +90,12 @@ LONG = PAPER.derive(
         "ABS windows train on to 3x the step that reached stop_at: carries over hundreds of digits need it",
     ),
     valid_size=(500, "half the validation set: minutes, not hours"),
-    steps_nx1_window=(
-        12000,
-        "N×1 +T=3 reaches 99.9% late: 3x it passed 4,000 steps; today's methods share the ABS rule",
+    step_caps=(
+        PAPER.capped(
+            ("nx1 abs", 12000, "N×1 +T=3 reaches 99.9% late: 3x it passed 4,000 steps"),
+            ("nx1 todays", 12000, "today's methods share the ABS rule"),
+        ),
+        "N×1 with an ABS window, and today's methods, get ABC's N×1 cap",
     ),
     window_unit=(
         "column",
@@ -157,23 +168,10 @@ SETTABLE = {  # what a recipe file's cells: may set, and its type
 
 
 def _selector(selector: str, where: str) -> None:
-    """``*``, a task, a method (as a cell spells it) or ``TASK METHOD``, else one line."""
-    parts = selector.split(" ")
-    if selector == "*" or selector in TASKS:
-        return
-    if len(parts) > 2:
-        raise ConfigError(
-            f"{where}: cells: {selector!r} is not '*', a task, a method or 'TASK METHOD'"
-        )
-    if len(parts) == 2 and parts[0] not in TASKS:
-        raise ConfigError(f"{where}: cells: {selector!r}: {parts[0]!r} is not a task")
-    method = parts[-1]
     try:
-        spelled = canonical_method(method)
+        check_selector(selector)
     except UserError as error:
-        raise ConfigError(f"{where}: cells: {selector!r}: {error}") from None
-    if spelled != method:
-        raise ConfigError(f"{where}: cells: {selector!r}: a cell spells the method {spelled!r}")
+        raise ConfigError(f"{where}: cells: {error}") from None
 
 
 def _cells(value, where: str) -> tuple:
@@ -203,6 +201,20 @@ def _cells(value, where: str) -> tuple:
     return tuple(found)
 
 
+def _step_caps(value, where: str) -> tuple:
+    """A recipe file's ``step_caps:`` (selector → steps) as rows of a recipe's table."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: step_caps maps a selector to a step cap, got {value!r}")
+    rows = []
+    for selector, steps in value.items():
+        try:
+            check_selector(str(selector), METHOD_KINDS)
+        except UserError as error:
+            raise ConfigError(f"{where}: step_caps: {error}") from None
+        rows.append((str(selector), _checked("steps", steps, int, where), f"set by {where}"))
+    return tuple(rows)
+
+
 def _from_dict(cls, data: dict, where: str):
     known = {f.name: f for f in fields(cls)}
     unknown = sorted(set(data) - set(known))
@@ -218,6 +230,8 @@ def _from_dict(cls, data: dict, where: str):
             value = _from_dict(Calibration, value or {}, where)
         elif name == "cells":
             value = _cells(value, where)
+        elif name == "step_caps":
+            value = _step_caps(value, where)
         elif name != "changes":
             kind = (
                 int | None if name == "pad_width" else known[name].type
@@ -261,6 +275,8 @@ def load_recipe(name_or_path: str, _chain: tuple = ()) -> Recipe:
             values["calibration"] = replace(base.calibration, **values["calibration"])
         except ConfigError as error:
             raise ConfigError(f"recipe file {name_or_path!r}: {error}") from None
+    if "step_caps" in values:
+        values["step_caps"] = base.capped(*values["step_caps"])
     if "cells" in values:  # merged over the base's, field by field within a selector
         cells = {selector: dict(fields) for selector, fields in base.cells}
         for selector, fields in values["cells"]:

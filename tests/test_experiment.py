@@ -153,10 +153,9 @@ def test_an_option_overrides_one_field_and_is_recorded():
         "--task", "addition", "--method", "abc", "--steps", 99, "--kappa-cross", 3, "--lr", 0.002
     )
     assert changed["experiment"]["overrides"] == {"steps": 99, "kappa_cross": 3.0, "lr": 0.002}
-    assert (
-        changed["experiment"]["run"]["steps"] == 99
-        and changed["experiment"]["source"]["steps"] == PAPER.steps_addition_plain
-    )
+    assert changed["experiment"]["run"]["steps"] == 99 and changed["experiment"]["source"][
+        "steps"
+    ] == PAPER.cap("addition", "vanilla")
     assert (
         changed["experiment"]["source"]["lr"] == 0.002
     )  # the optimizer is shared by source and retraining
@@ -272,8 +271,8 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
     } == changed
     experiment = Experiment.from_dict(resolved)
     assert experiment.to_dict() == resolved and experiment.calibration.seed == 5
-    assert (
-        experiment.source.lr == 0.002 and experiment.source.steps == PAPER.steps_addition_plain
+    assert experiment.source.lr == 0.002 and experiment.source.steps == PAPER.cap(
+        "addition", "vanilla"
     )  # shared and own fields
     again = dry_run(*shlex.split(experiment.command)[2:])["experiment"]
     assert again == resolved
@@ -747,6 +746,29 @@ def test_a_recipe_files_cells_are_checked_before_anything_runs(tmp_path, cells, 
     result = runner.invoke(app, ["train", "--recipe", str(path), "--dry-run"])
     assert result.exit_code == 2 and complaint in result.output, result.output
     assert "Traceback" not in result.output
+
+
+def test_a_recipe_files_step_caps_join_its_bases_table_and_are_checked(tmp_path):
+    """A row a file names replaces the base's in place (its precedence kept); a new row goes last
+    and wins over the rows before it; a kind (abc, abs, todays, plain) names every method of it."""
+    path = tmp_path / "caps.yaml"
+    path.write_text("base: long\nstep_caps: {nx1 abs: 100, addition plain: 50, alibi: 7}\n")
+    recipe = load_recipe(str(path))
+    selectors = [row[0] for row in recipe.step_caps]
+    assert selectors[-1] == "addition plain" and selectors.index("alibi") == 0
+    cap = {m: resolve(recipe, Cell.of("addition", m, 0)).run.steps for m in ("alibi", "nope")}
+    assert cap == {"alibi": 50, "nope": 50}  # the later row wins
+    assert resolve(recipe, Cell.of("nx1", "+T=3", 0)).run.steps == 100
+    assert resolve(recipe, Cell.of("nx1", "fire", 0)).run.steps == 12000  # nx1 todays: long's
+    assert resolve(recipe, Cell.of("successor", "alibi", 0)).run.steps == 7
+    for caps, complaint in [
+        ("{nx1 sometimes: 5}", "unknown method 'sometimes'"),
+        ("{nx1 abc: 0}", "at least 1"),
+        ("[nx1 abc]", "step_caps maps a selector to a step cap"),
+    ]:
+        path.write_text(f"base: long\nstep_caps: {caps}\n")
+        result = runner.invoke(app, ["train", "--recipe", str(path), "--dry-run"])
+        assert result.exit_code == 2 and complaint in result.output, result.output
 
 
 def test_tests_stop_after_the_first_length_below_test_until():

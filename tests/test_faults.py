@@ -392,7 +392,7 @@ def test_sigint_stops_reproduce_promptly_and_the_ledger_counts_what_ran(tmp_path
     The child gets SIGINT's default handling even where the test runs as a background job, which ignores it."""
     root, recipe = tmp_path / "root", tmp_path / "endless.yaml"
     recipe.write_text(
-        "base: quick\npad_width: 12\nlengths: [6]\nsteps_addition_plain: 1000000\nstop_at_plain: 1.0\n"
+        "base: quick\npad_width: 12\nlengths: [6]\nstep_caps: {addition vanilla: 1000000}\nstop_at_plain: 1.0\n"
         "eval_every: 20\nvalid_size: 500\n"
     )
     process = subprocess.Popen(

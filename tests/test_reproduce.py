@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from abcmini.experiment import MAIN_TASKS, Cell, resolve
 from abcmini.outputs.report import collect, costs, markdown, summarize, wall_time
-from abcmini.recipes import LONG, PAPER, Recipe
+from abcmini.recipes import LONG, PAPER, RECIPES, Recipe
 from abcmini.reproduce import next_job, plan, read_invocations, run_all, table_cells
 from cli import app
 
@@ -22,7 +22,7 @@ TINY = Recipe(
     lengths=(2, 5),
     preset="tiny",
     steps=20,
-    steps_alibi=10,
+    step_caps=(),
     eval_every=10,
     valid_size=20,
     abc_pad_width=7,
@@ -62,11 +62,11 @@ def test_recipe_caps_the_runs_expected_to_fail():
         ]
     }
     assert steps == {
-        ("parity", "vanilla"): PAPER.steps_parity_plain,
+        ("parity", "vanilla"): 4000,
         ("parity", "NoPE+w=1"): PAPER.steps,
         ("successor", "vanilla"): PAPER.steps,
-        ("addition", "alibi"): PAPER.steps_alibi,
-        ("addition", "vanilla"): PAPER.steps_addition_plain,
+        ("addition", "alibi"): 1500,
+        ("addition", "vanilla"): 20000,
         ("addition", "+T=3"): PAPER.steps,
     }
     # recipe long: N×1 with a window gets its own cap, and today's methods under the same rule; ABC's N×1 retraining its own in every recipe
@@ -83,18 +83,17 @@ def test_recipe_caps_the_runs_expected_to_fail():
         ]
     }
     assert caps == {
-        ("nx1", "+T=3"): LONG.steps_nx1_window,
-        ("nx1", "abc"): LONG.steps_nx1_abc,
+        ("nx1", "+T=3"): 12000,
+        ("nx1", "abc"): 12000,
         ("nx1", "vanilla"): LONG.steps,
         ("addition", "+T=3"): LONG.steps,
-        ("nx1", "fire+varied"): LONG.steps_nx1_window,
-        ("nx1", "coupling"): LONG.steps_nx1_window,
+        ("nx1", "fire+varied"): 12000,
+        ("nx1", "coupling"): 12000,
         ("addition", "abacus+varied"): LONG.steps,
     }
-    assert (
-        LONG.steps_nx1_window > LONG.steps
-        and run("nx1", "abc").steps == PAPER.steps_nx1_abc > PAPER.steps
-    )
+    assert LONG.steps == 4000 and run("nx1", "abc").steps == 12000
+    assert run("nx1", "abc", RECIPES["abc64"]).steps == 4000  # a row of a derived recipe
+    assert run("parity", "vanilla", RECIPES["paper64"]).steps == 300
     assert (
         run("nx1", "+T=3").steps == PAPER.steps and run("nx1", "+T=3", TINY).steps == TINY.steps
     )  # elsewhere: the recipe's cap
