@@ -797,8 +797,9 @@ def report_command(
         None,
         help="Also fill this file's generated blocks from the same records: README.md's headline, docs/todays-methods.md's methods table.",
     ),
-    beside: str = typer.Option(
-        None, help="Another directory of records (another recipe): each seed set beside its own."
+    beside: list[str] = typer.Option(
+        None,
+        help="Another directory of records (another recipe), each seed beside its own (repeatable).",
     ),
     block: list[str] = typer.Option(
         None, help="With --readme: fill only this generated block (repeatable) [default: all]."
@@ -812,8 +813,10 @@ def report_command(
         if not os.path.isdir(runs_dir):
             raise UserError(f"runs directory {runs_dir!r} does not exist")
         out = out or os.path.join(runs_dir, "report.md")
-        if beside and not os.path.isdir(beside):
-            raise UserError(f"--beside directory {beside!r} does not exist")
+        beside = tuple(beside or ())
+        for other in beside:
+            if not os.path.isdir(other):
+                raise UserError(f"--beside directory {other!r} does not exist")
         if block and not readme:
             raise UserError("--block fills a block of --readme FILE; give the file")
         filled = None
@@ -824,7 +827,7 @@ def report_command(
                 filled = with_blocks(
                     f.read(),
                     collect(runs_dir),
-                    collect(beside) if beside else [],
+                    [record for other in beside for record in collect(other)],
                     tuple(block or ()),
                 )
         text, pngs = write_report(runs_dir, out, beside=beside)

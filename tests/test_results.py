@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration  # trains, reproduces or renders: the secon
 
 def test_the_committed_results_page_is_what_its_command_generates(tmp_path):
     text, pngs = write_report(
-        "results/paper", str(tmp_path / "results.md"), beside="results/paper64"
+        "results/paper", str(tmp_path / "results.md"), beside=("results/paper64",)
     )
     with open("docs/results.md") as f:
         assert f.read() == text, (
@@ -72,7 +72,9 @@ DECODER_PAGE = (
 
 
 def test_the_committed_decoder_only_page_is_what_its_command_generates(tmp_path):
-    text, _ = write_report("results/decoder", str(tmp_path / "decoder.md"), beside="results/long")
+    text, _ = write_report(
+        "results/decoder", str(tmp_path / "decoder.md"), beside=("results/long",)
+    )
     with open("docs/decoder/results.md") as f:
         assert f.read() == text, (
             f"docs/decoder/results.md differs from its records: run {DECODER_PAGE}"
@@ -238,9 +240,11 @@ def test_the_committed_multi_operand_pages_are_what_their_command_generates(tmp_
 def test_the_calibrations_table_of_recipe_md_is_its_records():
     with open("docs/recipe.md") as f:
         text = f.read()
-    assert with_blocks(text, collect("results/abc64"), collect("results/abc64-ablation")) == text, (
+    beside = collect("results/abc64-ablation") + collect("results/long")
+    assert with_blocks(text, collect("results/abc64"), beside) == text, (
         "docs/recipe.md's calibrations or departures table differs from its records: run abcmini "
-        "report results/abc64 --out runs/abc64.md --readme docs/recipe.md --beside results/abc64-ablation"
+        "report results/abc64 --out runs/abc64.md --readme docs/recipe.md --beside "
+        "results/abc64-ablation --beside results/long"
     )
     assert (
         "| addition | 60 | 99.8 |" in text and "| Algorithm 1 | " in text

@@ -746,10 +746,10 @@ def check_report_target(out: str, tasks=()) -> None:
 
 
 def write_report(
-    root: str, out: str, invocations: list[dict] | None = None, beside: str | None = None
+    root: str, out: str, invocations: list[dict] | None = None, beside: tuple = ()
 ) -> tuple[str, list[str]]:
     """``out`` (markdown) and one figure per task beside it, from the records under ``root``
-    (and ``beside``'s, per seed)."""
+    (and those under each root of ``beside``, per seed)."""
     records = collect(root)
     if not records:
         raise StoreError(f"no result records ({EVAL_FILE}) under {root!r}")
@@ -759,10 +759,13 @@ def write_report(
     os.makedirs(directory, exist_ok=True)
     note_written(directory, *(f"accuracy_{task}.png" for task, _ in summarize(kept)))
     pngs = figures(summarize(kept), directory)
-    others = collect(beside) if beside else None
-    if beside and not others:
-        raise StoreError(f"no result records ({EVAL_FILE}) under --beside {beside!r}")
-    text = page(records, [os.path.basename(p) for p in pngs], invocations, others)
+    others = []
+    for other in beside:
+        found = collect(other)
+        if not found:
+            raise StoreError(f"no result records ({EVAL_FILE}) under --beside {other!r}")
+        others += found
+    text = page(records, [os.path.basename(p) for p in pngs], invocations, others or None)
     atomic_write(out, lambda f: f.write(text.encode(errors="backslashreplace")))
     return text, pngs
 
@@ -822,26 +825,35 @@ def calibrations(records: list[dict]) -> str:
 
 def departures(records: list[dict], ablation: list[dict]) -> str:
     """abcmini's departures from Algorithm 1 one at a time (``ablation``: the procedure with the
-    rules of each record), beside Algorithm 1 and the whole procedure of ``records``: exact
-    match (%) at 10 and 60 digits per task, seed 0."""
+    rules of each record), beside Algorithm 1 and the whole procedure of ``records``, then the
+    procedure in another recipe's frames (an ``ablation`` record of another recipe): exact match
+    (%) at 10 and 60 digits per task, seed 0."""
     order = ["none", *RULES]
+    frame = records[0]["recipe"] if records else None
     rows = {}  # label → (rank, {task: accuracy})
     for record, ablated in [*((r, False) for r in records), *((r, True) for r in ablation)]:
         settings = record.get("calibration") or {}
         algorithm = settings.get("algorithm", "abc")
-        if record["seed"] != 0 or algorithm == "authors" or record.get("preset") != "cpu":
+        if not settings or record["seed"] != 0 or algorithm == "authors":
             continue
+        if record.get("preset") != "cpu":
+            continue
+        rules = settings.get("rules", "all")
+        label = f"procedure, κ_cross {settings['kappa_cross']:g}, rules {rules}"
         if algorithm == "paper":
             label, rank = "Algorithm 1", (0, 0)
+        elif record["recipe"] != frame:  # the frames of another recipe
+            label += (
+                f" ({record['recipe']}: calibrated at pad {record['train_pad_width']}, tests in "
+                f"{'frames that follow the length' if record['test_frame'] == 'follows' else 'its frame'})"
+            )
+            rank = (6, record["recipe"])
+        elif ablated:  # one rule at a time, then rules added in order, all but one, all
+            rank = (1, order.index(rules)) if rules in order else (2, rules.count(","))
+            rank = (3, rules) if rules.startswith("all,") else rank
+            rank = (4, "") if rules == "all" else rank
         else:
-            rules = settings["rules"]
-            label = f"procedure, κ_cross {settings['kappa_cross']:g}, rules {rules}"
-            if ablated:  # one rule at a time, then rules added in order, all but one, all
-                rank = (1, order.index(rules)) if rules in order else (2, rules.count(","))
-                rank = (3, rules) if rules.startswith("all,") else rank
-                rank = (4, "") if rules == "all" else rank
-            else:
-                label, rank = f"{label} (abc64)", (5, "")
+            label, rank = f"{label} ({frame})", (5, "")
         rows.setdefault(label, (rank, {}))[1][record["task"]] = record["accuracy"]
     tasks = ("successor", "addition", "nx1")
     lines = [
