@@ -503,13 +503,7 @@ def train(
         if experiment.calibration is not None and not dry_run:
             check_ours(run_dir, CALIBRATION_FIGURES)  # ABC writes its heatmaps there
         if bias:
-            check_bias_matches(
-                load_bias(bias),
-                task,
-                experiment.run.pad_width,
-                experiment.run.model_config().heads,
-                bias,
-            )
+            check_bias_matches(load_bias(bias), experiment.run, bias)
             if overwrite and os.path.abspath(os.path.dirname(bias)) == os.path.abspath(run_dir):
                 raise UserError(
                     f"--overwrite would delete {bias!r}, the bias this run trains with; move it out of {run_dir!r} first"

@@ -63,8 +63,15 @@ def is_same_calibration(path: str, source: str, settings: dict) -> bool:
     return payload.get("source") == os.path.abspath(source) and calibration == settings
 
 
-def check_bias_matches(payload: dict, task: str, pad_width, heads: int, path: str) -> None:
-    """Refuse a bias calibrated for another task, head count or geometry."""
+def check_bias_matches(payload: dict, cfg, path: str) -> None:
+    """Refuse a bias calibrated for another task, head count, geometry or operand order than the
+    run ``cfg`` (a ``RunConfig``) trains."""
+    task, pad_width, heads = cfg.task, cfg.pad_width, cfg.model_config().heads
+    if payload.get("operand_order", "msd") != cfg.operand_order:
+        raise BiasFileError(
+            f"bias file {path!r} was calibrated on operands written {payload.get('operand_order', 'msd')}; "
+            f"this run writes them {cfg.operand_order} (--operand-order)"
+        )
     if payload["task"] != task:
         raise BiasFileError(f"bias file {path!r} was calibrated on {payload['task']}, not {task}")
     if payload["heads"] != heads:

@@ -46,6 +46,16 @@ def check_window_unit(value: str) -> None:
         raise ConfigError(f"--window-unit is column or pair, not {value!r}")
 
 
+@dataclass(frozen=True)
+class Form:
+    """How an input is written: ``aligned`` interleaves a binary task's operands (ABS input
+    alignment); ``reversed`` writes each operand least significant digit first, as Abacus and
+    Zhou et al. do (the answer is written so in every form)."""
+
+    aligned: bool = False
+    reversed: bool = False
+
+
 def why(default, reason: str, help: str = ""):
     """A recipe field: its value and the one-line reason for it (and, where the command line
     sets it, its help)."""
@@ -403,6 +413,11 @@ class RunConfig:
         "run",
         "+varied operands: equal | unequal lengths.",
     )
+    operand_order: str = setting(
+        "msd",
+        "shared",
+        "Operands written msd (most significant digit first) | reversed (least first).",
+    )
     varied: bool = setting(
         False, "cell"
     )  # each batch one length of 1…train_digits in a frame of that length; tests in a frame of theirs
@@ -484,6 +499,8 @@ class RunConfig:
             raise ConfigError(
                 f"--operand-lengths is equal or unequal, not {self.operand_lengths!r}"
             )
+        if self.operand_order not in ("msd", "reversed"):
+            raise ConfigError(f"--operand-order is msd or reversed, not {self.operand_order!r}")
         if self.train_numbers not in ("pool", "uniform"):
             raise ConfigError(f"--train-numbers is pool or uniform, not {self.train_numbers!r}")
         if self.operand_lengths == "unequal" and not (
@@ -552,6 +569,10 @@ class RunConfig:
     def aligned(self) -> bool:
         """ABS input alignment: binary tasks with a window see interleaved operands."""
         return self.window is not None and is_binary(self.task)
+
+    @property
+    def form(self) -> "Form":
+        return Form(self.aligned, self.operand_order == "reversed")
 
     @property
     def label(self) -> str:

@@ -4,7 +4,7 @@ import torch
 
 from abcmini.errors import UserError
 from abcmini.nn.model import Transformer
-from abcmini.tasks import PLUS, POOL_DIGITS, Example, extrapolation_operands, format_task
+from abcmini.tasks import PLUS, POOL_DIGITS, Example, Form, extrapolation_operands, format_task
 
 
 class GeometryError(UserError):
@@ -87,14 +87,14 @@ def extrapolation_hits(
     length: int,
     pad_width: int,
     seed: int,
-    aligned: bool = False,
+    form: Form = Form(),
     batch_size: int = 1000,
     on_batch=None,
 ) -> tuple[Example, torch.Tensor]:
     """The seeded test set of numbers with exactly ``length`` digits, in a frame of ``pad_width``
     (``pad_width_for``), and which of its examples the model gets exactly right."""
     a, b = extrapolation_operands(task, length, seed)
-    example = format_task(task, a, b, pad_width, aligned)
+    example = format_task(task, a, b, pad_width, form)
     return example, exact_match(model, example, batch_size, on_batch)
 
 
@@ -104,13 +104,13 @@ def extrapolation_accuracy(
     length: int,
     pad_width: int,
     seed: int,
-    aligned: bool = False,
+    form: Form = Form(),
     batch_size: int = 1000,
     on_batch=None,
 ) -> float:
     """Exact match on the seeded test set at ``length`` (``extrapolation_hits``)."""
     return (
-        extrapolation_hits(model, task, length, pad_width, seed, aligned, batch_size, on_batch)[1]
+        extrapolation_hits(model, task, length, pad_width, seed, form, batch_size, on_batch)[1]
         .float()
         .mean()
         .item()

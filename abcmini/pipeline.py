@@ -278,7 +278,7 @@ def picture_examples(
             continue
         a, b = extrapolation_operands(cfg.task, length, 0)
         examples[length] = format_task(
-            cfg.task, a[:1], None if b is None else b[:1], frame, cfg.aligned
+            cfg.task, a[:1], None if b is None else b[:1], frame, cfg.form
         )
     return examples
 
@@ -474,7 +474,7 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
         cfg.train_digits,
         count=OPERANDS,
     )  # multiadd: the most blocks, the most rows for each block line
-    example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
+    example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.form)
     layout = segments_of(digit_mask(example.src[0]))
     if cfg.task in BLOCK_TASKS:  # a block output: every row is trusted, lines counted in blocks
         self_avg, cross_avg = average_attention(
@@ -499,6 +499,7 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
         "pad_width": cfg.pad_width,
         "heads": model.cfg.heads,
         "aligned": cfg.aligned,
+        "operand_order": cfg.operand_order,
         "calibration": {**asdict(settings), "layers": list(layers)},
         "source": os.path.abspath(run_dir),
         "bias": scaffold.state(),
@@ -596,6 +597,7 @@ def record(
         "train_digits": cfg.train_digits,
         "train_numbers": cfg.train_numbers,
         "operand_lengths": cfg.operand_lengths,
+        "operand_order": cfg.operand_order,
         "pad_width": protocol_width(experiment, cfg),
         "train_pad_width": cfg.pad_width,
         "seed": cfg.seed,
@@ -658,7 +660,7 @@ def evaluate(
             length, batches=-(-extrapolation_set_size(length) // batch)
         ) as advance:
             example, hits = extrapolation_hits(
-                model, cfg.task, length, frame, test_seed, cfg.aligned, batch, advance
+                model, cfg.task, length, frame, test_seed, cfg.form, batch, advance
             )
         accuracy[length] = hits.float().mean().item()
         if cfg.task in BLOCK_TASKS:  # the scratchpad's answer alone, beside the whole output
@@ -718,7 +720,7 @@ def stress_test(
         for length, frame in zip(lengths, frames):
             began = time.perf_counter()
             a, b = stress_operands(cfg.task, family, length, test_seed)
-            example = format_task(cfg.task, a, b, frame, cfg.aligned)
+            example = format_task(cfg.task, a, b, frame, cfg.form)
             count = a.shape[1] if a.dim() == 3 else operand_count(length)
             batch = batch_for(cfg, frame, batch_size, count)
             name = f"{family.name} at {length}"

@@ -14,6 +14,8 @@ Sequence layout (paper §3.3, DESIGN.md §2), for pad width ``P``:
   N×1 with multiplier 0 cannot end: both rows read only zeros (ABC: 0% for b = 0).
 - ``tgt``: the result zero-padded to ``P + 1`` digits and reversed (least significant first),
   so ``$0123+0748`` gives ``18700``. ``P + 1`` digits always hold the result (999+999, 999*9).
+- ``Form.reversed`` writes every operand least significant digit first (``$3210+8470``); the
+  target is the same.
 - Parity works on the binary form of the number: ``P`` decimal digits become
   ``bits(10^P - 1)`` binary digits; the seq2seq target is the running xor from the least
   significant bit (its last token is the parity), the classification target is one token.
@@ -38,7 +40,7 @@ from dataclasses import dataclass
 import torch
 from einops import rearrange, repeat
 
-from abcmini.config import POOL_DIGITS
+from abcmini.config import POOL_DIGITS, Form
 from abcmini.errors import UserError
 from abcmini.names import check_task
 from abcmini.nn.lines import segments_of
@@ -175,23 +177,25 @@ class Example:
 
 
 def format_task(
-    task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: int, aligned: bool = False
+    task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: int, form: Form = Form()
 ) -> Example:
     """Format operands (digit tensors ``[n, w]``; ``b`` is ``[n]`` single digits for N×1;
     multiadd's ``a`` is ``[n, k, w]``, its ``k`` operands, and ``b`` is None).
 
-    ``aligned`` interleaves the operands of a binary task (ABS input alignment):
-    ``a_n…a_1 + b_n…b_1 → + a_n b_n … a_1 b_1`` and ``a_n…a_1 * b → * a_n b … a_1 b``.
+    ``form.aligned`` interleaves the operands of a binary task (ABS input alignment):
+    ``a_n…a_1 + b_n…b_1 → + a_n b_n … a_1 b_1`` and ``a_n…a_1 * b → * a_n b … a_1 b``;
+    ``form.reversed`` writes each operand (its bits, for Parity) least significant first.
     """
     check_task(task)
+    written = (lambda digits: digits.flip(-1)) if form.reversed else (lambda digits: digits)
     if task == "multiadd":
-        return _running_sums(a, pad_width)
+        return _running_sums(a, pad_width, written)
     if task == "multiply":
-        return _partial_sums(pad_digits(a, pad_width), pad_digits(b, pad_width))
+        return _partial_sums(pad_digits(a, pad_width), pad_digits(b, pad_width), written)
     a = pad_digits(a, pad_width)
     n = a.shape[0]
     if task == "successor":
-        src = _with_boundary(a)
+        src = _with_boundary(written(a))
         result = add_digits(
             a, pad_digits(torch.ones(n, 1, dtype=torch.long, device=a.device), pad_width)
         )
@@ -202,8 +206,9 @@ def format_task(
             result = add_digits(a, b)
         else:
             result = mul_digit(a, b)
-            b = repeat(b, "n -> n p", p=pad_width) if aligned else rearrange(b, "n -> n 1")
-        if aligned:
+            b = repeat(b, "n -> n p", p=pad_width) if form.aligned else rearrange(b, "n -> n 1")
+        a, b = written(a), b if task == "nx1" else written(b)
+        if form.aligned:
             src = torch.cat([op, rearrange([a, b], "two n p -> n (p two)")], dim=1)
         else:
             src = torch.cat([_with_boundary(a), op, b], dim=1)
@@ -211,11 +216,11 @@ def format_task(
         bits = digits_to_bits(a, parity_bits(pad_width))
         scratch = running_xor(bits)
         tgt = scratch if task == "parity" else scratch[:, -1:]
-        return _with_sos_eos(_with_boundary(bits), tgt)
+        return _with_sos_eos(_with_boundary(written(bits)), tgt)
     return _with_sos_eos(src, result.flip(1))
 
 
-def _running_sums(a: torch.Tensor, pad_width: int) -> Example:
+def _running_sums(a: torch.Tensor, pad_width: int, written) -> Example:
     """Multiadd's scratchpad (module docstring): ``$a_1+…+a_k&`` → ``s_1+…+s_k`` reversed."""
     n, k, _ = a.shape
     a = rearrange(pad_digits(rearrange(a, "n k w -> (n k) w"), pad_width), "(n k) p -> n k p", k=k)
@@ -232,11 +237,12 @@ def _running_sums(a: torch.Tensor, pad_width: int) -> Example:
     tgt = rearrange(torch.stack(blocks, dim=1), "n k b -> n (k b)")[:, :-1]
     end = torch.full((n, 1), EOS, dtype=torch.long, device=a.device)
     return _with_sos_eos(
-        torch.cat([rearrange(torch.cat([marks, a], dim=2), "n k p -> n (k p)"), end], dim=1), tgt
+        torch.cat([rearrange(torch.cat([marks, written(a)], dim=2), "n k p -> n (k p)"), end], 1),
+        tgt,
     )
 
 
-def _partial_sums(a: torch.Tensor, b: torch.Tensor) -> Example:
+def _partial_sums(a: torch.Tensor, b: torch.Tensor, written) -> Example:
     """Multiply's scratchpad (module docstring): ``$a*b&`` → ``s_0+…+s_{P−1}`` reversed."""
     (n, width), device = a.shape, a.device
     total, blocks = torch.zeros(n, 2 * width, dtype=torch.long, device=device), []
@@ -249,7 +255,8 @@ def _partial_sums(a: torch.Tensor, b: torch.Tensor) -> Example:
         blocks.append(torch.cat([total.flip(1)[:, : width + j + 1], separator], dim=1))
     times, end = torch.full((n, 1), TIMES, device=device), torch.full((n, 1), EOS, device=device)
     return _with_sos_eos(
-        torch.cat([_with_boundary(a), times, b, end], dim=1), torch.cat(blocks, dim=1)
+        torch.cat([_with_boundary(written(a)), times, written(b), end], dim=1),
+        torch.cat(blocks, dim=1),
     )
 
 

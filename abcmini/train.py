@@ -126,7 +126,7 @@ class Trainer:
         if cfg.bias_file is not None:
             path = os.path.join(run_dir, cfg.bias_file)
             payload = load_bias(path)
-            check_bias_matches(payload, cfg.task, cfg.pad_width, cfg.model_config().heads, path)
+            check_bias_matches(payload, cfg, path)
             self.abc_bias = payload["bias"]
         self.model = build_model(cfg.model_config(), scaffold(cfg, self.abc_bias)).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
@@ -156,7 +156,7 @@ class Trainer:
                         cfg.task, numbers, size, valid_generator, digits, length, unequal, count
                     ),
                     length,
-                    cfg.aligned,
+                    cfg.form,
                 )
                 for (length, numbers, count), size in zip(draws, sizes)
                 if size and (numbers is None or len(numbers))
@@ -169,7 +169,7 @@ class Trainer:
                     cfg.task,
                     *training_operands(cfg.task, valid, size, valid_generator, digits, count=count),
                     cfg.train_pad_width,
-                    cfg.aligned,
+                    cfg.form,
                 )
                 for count, size in zip(counts, sizes)
             ]
@@ -192,7 +192,7 @@ class Trainer:
                 length,
                 cfg.operand_lengths == "unequal",
             )
-            return format_task(cfg.task, a, b, length, cfg.aligned)
+            return format_task(cfg.task, a, b, length, cfg.form)
         a, b = training_operands(
             cfg.task, self.train_numbers, cfg.batch_size, self.generator, cfg.train_digits
         )
@@ -201,7 +201,7 @@ class Trainer:
             if cfg.frame_spread
             else 0
         )
-        return format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.aligned)
+        return format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.form)
 
     def step(self) -> float:
         cfg = self.cfg

@@ -32,7 +32,7 @@ def test_examples(run_dir: str, lengths: list[int], examples: int):
                 frame,
                 a,
                 format_task(
-                    cfg.task, a[:examples], None if b is None else b[:examples], frame, cfg.aligned
+                    cfg.task, a[:examples], None if b is None else b[:examples], frame, cfg.form
                 ),
             )
         )

@@ -20,7 +20,7 @@ def test_example(run_dir: str, length: int, pad_width: int, samples: int):
     cfg, model = load_model(load_checkpoint(run_dir))
     a, b = extrapolation_operands(cfg.task, length, 0)
     return model, format_task(
-        cfg.task, a[:samples], None if b is None else b[:samples], pad_width, cfg.aligned
+        cfg.task, a[:samples], None if b is None else b[:samples], pad_width, cfg.form
     )
 
 

@@ -16,7 +16,7 @@ from abcmini.train import load_model
 def main(run_dir: str, length: int, widths: list[int]) -> None:
     cfg, model = load_model(load_checkpoint(run_dir))
     for width in widths:
-        accuracy = extrapolation_accuracy(model, cfg.task, length, width, 0, cfg.aligned)
+        accuracy = extrapolation_accuracy(model, cfg.task, length, width, 0, cfg.form)
         print(
             f"{cfg.task} {cfg.label}: {length} digits in a frame of {width}: {100 * accuracy:.2f}%",
             flush=True,

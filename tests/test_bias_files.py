@@ -155,3 +155,29 @@ def test_a_checkpoint_whose_abc_bias_is_hostile_is_one_line(tmp_path):
     (run / "experiment.json").write_text((shipped / "experiment.json").read_text())
     result = CliRunner().invoke(app, ["eval", str(run), "--lengths", "6", "--no-wandb"])
     one_line(result, "abc_bias.self.values: NaN or +inf")
+
+
+def test_a_bias_calibrated_on_other_operand_order_is_refused(tmp_path, payload):
+    """A bias read from attention over most-significant-first inputs opens other lines than one
+    over reversed inputs: training one with the other is one line, exit code 2."""
+    one_line(
+        CliRunner().invoke(
+            app,
+            ["train", "--recipe", "abc64", "--task", "addition", "--method", "nope"]
+            + ["--bias", str(SHIPPED), "--operand-order", "reversed", "--dry-run"],
+        ),
+        "was calibrated on operands written msd; this run writes them reversed",
+    )
+    path = tmp_path / "reversed.pt"
+    torch.save(edited(payload, lambda p: p.update(operand_order="reversed")), path)
+    assert dry_run(path).exit_code == 2
+    assert (
+        CliRunner()
+        .invoke(
+            app,
+            ["train", "--recipe", "abc64", "--task", "addition", "--method", "nope"]
+            + ["--bias", str(path), "--operand-order", "reversed", "--dry-run", "--no-wandb"],
+        )
+        .exit_code
+        == 0
+    )

@@ -1,7 +1,7 @@
 import torch
 
 from abcmini.nn.windows import Window, window_cross_bias, window_self_bias
-from abcmini.tasks import detokenize, format_task
+from abcmini.tasks import Form, detokenize, format_task
 
 O, X = 0.0, float("-inf")
 
@@ -107,14 +107,14 @@ def test_window_rows_agree_across_sizes_anchored_at_the_least_significant_end():
 
 def test_aligned_inputs_put_each_pair_under_its_window():
     ex = format_task(
-        "addition", torch.tensor([[1, 2, 3]]), torch.tensor([[7, 4, 8]]), 3, aligned=True
+        "addition", torch.tensor([[1, 2, 3]]), torch.tensor([[7, 4, 8]]), 3, Form(aligned=True)
     )
     assert detokenize(ex.src[0]) == "+172438"
     cross = window_cross_bias(ex.tgt_out.shape[1], ex.src.shape[1], 0, binary=True)
     src = detokenize(ex.src[0])
     assert "".join(src[j] for j in range(7) if cross[0, j] == 0) == "38"  # least significant pair
     assert "".join(src[j] for j in range(7) if cross[2, j] == 0) == "17"
-    nx1 = format_task("nx1", torch.tensor([[1, 2, 3]]), torch.tensor([7]), 3, aligned=True)
+    nx1 = format_task("nx1", torch.tensor([[1, 2, 3]]), torch.tensor([7]), 3, Form(aligned=True))
     assert detokenize(nx1.src[0]) == "*172737"
 
 
@@ -123,7 +123,11 @@ def test_a_pair_window_counts_w_in_operand_pairs_with_the_emitted_pair_newest():
     t emits digit t + 1, whose pair is the newest it sees at w = 1. The column window instead
     opens half of pair t + 2 (its b) and half of pair t (its a)."""
     ex = format_task(
-        "addition", torch.tensor([[1, 2, 3, 4]]), torch.tensor([[5, 6, 7, 8]]), 4, aligned=True
+        "addition",
+        torch.tensor([[1, 2, 3, 4]]),
+        torch.tensor([[5, 6, 7, 8]]),
+        4,
+        Form(aligned=True),
     )
     src = detokenize(ex.src[0])
     assert src == "+15263748"

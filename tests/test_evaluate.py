@@ -75,7 +75,7 @@ def test_the_error_scripts_format_an_aligned_run_as_its_evaluation_does(tmp_path
     )
     trainer = Trainer(cfg, str(tmp_path))
     save_checkpoint(str(tmp_path), trainer.state())
-    expected, _ = extrapolation_hits(trainer.model, "addition", 6, 8, 0, cfg.aligned)
+    expected, _ = extrapolation_hits(trainer.model, "addition", 6, 8, 0, cfg.form)
     _, first = script("first_errors").test_example(str(tmp_path), 6, 8, 5)
     _, _, [(_, frame, _, block)] = script("block_errors").test_examples(str(tmp_path), [6], 5)
     assert cfg.aligned and frame == 8

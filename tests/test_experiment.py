@@ -218,6 +218,7 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
         "d_model": 32,
         "train_digits": 8,
         "train_numbers": "uniform",
+        "operand_order": "reversed",
     }
     # --bias: test_an_option_…; a decoder has no encoder; ABC's model has no position table (test_a_model_shape_…)
     # … and unequal operands are +varied Addition's (below); Coupling's levels are coupling's
@@ -769,6 +770,18 @@ def test_a_recipe_files_step_caps_join_its_bases_table_and_are_checked(tmp_path)
         path.write_text(f"base: long\nstep_caps: {caps}\n")
         result = runner.invoke(app, ["train", "--recipe", str(path), "--dry-run"])
         assert result.exit_code == 2 and complaint in result.output, result.output
+
+
+@pytest.mark.usefixtures("empty_cwd")
+def test_operand_order_is_a_data_option_that_abcs_source_shares():
+    reversed_ = dry_run("--task", "addition", "--method", "abc", "--operand-order", "reversed")
+    experiment = reversed_["experiment"]
+    assert experiment["run"]["operand_order"] == experiment["source"]["operand_order"] == "reversed"
+    assert experiment["overrides"] == {"operand_order": "reversed"}
+    assert reversed_["out"].endswith("abc-s0-operand_order=reversed")
+    assert dry_run("--task", "addition")["experiment"]["run"]["operand_order"] == "msd"
+    result = runner.invoke(app, ["train", "--operand-order", "backwards", "--dry-run"])
+    assert result.exit_code == 2 and "--operand-order is msd or reversed" in result.output
 
 
 def test_tests_stop_after_the_first_length_below_test_until():

@@ -3,6 +3,7 @@ import random
 import pytest
 import torch
 
+from abcmini.config import Form
 from abcmini.names import TASKS, is_binary
 from abcmini.tasks import (
     EOS,
@@ -114,9 +115,40 @@ def test_every_input_starts_with_a_marker(aligned):
             else None
         )
         first = torch.stack([a, b], dim=1) if task == "multiadd" else a
-        src = format_task(task, first, second, 4, aligned and is_binary(task)).src
+        src = format_task(task, first, second, 4, Form(aligned and is_binary(task))).src
         marker = {"addition": "+", "nx1": "*"}[task] if aligned and is_binary(task) else "$"
         assert detokenize(src[:, 0]) == marker * 2, task
+
+
+@pytest.mark.parametrize(
+    "task, a, b, msd, reversed",
+    [
+        ("successor", 123, None, "$0123", "$3210"),
+        ("addition", 123, 748, "$0123+0748", "$3210+8470"),
+        ("nx1", 123, 7, "$0123*7", "$3210*7"),
+        ("multiply", 12, 34, "$0012*0034&", "$2100*4300&"),
+        ("multiadd", (12, 340, 5), None, "$0012+0340+0005&", "$2100+0430+5000&"),
+    ],
+)
+def test_reversed_operands_are_written_least_significant_digit_first_and_keep_the_answer(
+    task, a, b, msd, reversed
+):
+    first = torch.stack([digits(x, width=3) for x in a], 1) if task == "multiadd" else digits(a)
+    second = None if b is None else torch.tensor([b]) if task == "nx1" else digits(b)
+    plain = format_task(task, first, second, 4)
+    flipped = format_task(task, first, second, 4, Form(reversed=True))
+    assert (detokenize(plain.src[0]), detokenize(flipped.src[0])) == (msd, reversed)
+    assert torch.equal(plain.tgt_out, flipped.tgt_out) and torch.equal(plain.tgt_in, flipped.tgt_in)
+
+
+def test_reversed_operands_interleave_from_the_least_significant_pair_and_parity_flips_its_bits():
+    aligned = format_task("addition", digits(123), digits(748), 4, Form(aligned=True))
+    both = format_task("addition", digits(123), digits(748), 4, Form(aligned=True, reversed=True))
+    assert (detokenize(aligned.src[0]), detokenize(both.src[0])) == ("+00172438", "+38241700")
+    plain = format_task("parity", digits(6), None, 1)  # 4 bits: 0110
+    flipped = format_task("parity", digits(6), None, 1, Form(reversed=True))
+    assert detokenize(plain.src[0])[1:] == "0110" == detokenize(flipped.src[0])[1:][::-1]
+    assert torch.equal(plain.tgt_out, flipped.tgt_out)
 
 
 def test_parity_running_xor_and_classification():

@@ -396,7 +396,7 @@ def cell_html(record: dict, first: bool) -> tuple[str, bool]:
     a, b = training_operands(
         cfg.task, numbers, 1, torch.Generator().manual_seed(0), cfg.train_digits
     )
-    example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.aligned)
+    example = format_task(cfg.task, a, b, cfg.train_pad_width, cfg.form)
     one = Example(example.src[:1], example.tgt_in[:1], example.tgt_out[:1])
     (self_map,), (cross_map,) = average_attention(model, one, one.tgt_out.shape[1])
     tokens = list(detokenize(one.src[0]))

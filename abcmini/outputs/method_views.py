@@ -58,6 +58,7 @@ def legend_name(key: tuple, run: dict) -> str:
                 run.get("shape") or run.get("preset"),
                 f"1–{digits}{drawn}",
                 unequal,
+                "reversed operands" if run.get("operand_order") == "reversed" else "",
                 budget_text(key),
                 gpu_of(run),
             ),

@@ -91,6 +91,7 @@ class Protocol(NamedTuple):
     train_digits: int  # the longest training number
     operand_lengths: str
     train_numbers: str  # pool, or uniform: drawn digit by digit (RunConfig.train_numbers)
+    operand_order: str  # msd, or reversed: least significant digit first
 
 
 def protocol(record: dict) -> Protocol:
@@ -104,6 +105,7 @@ def protocol(record: dict) -> Protocol:
         record.get("train_digits", POOL_DIGITS),
         record.get("operand_lengths", "equal"),
         record.get("train_numbers", "pool"),
+        record.get("operand_order", "msd"),
     )
 
 
@@ -118,6 +120,7 @@ def describe_protocol(key: tuple) -> str:
         train_digits,
         operand_lengths,
         train_numbers,
+        operand_order,
     ) = key
     frame = (
         "growing geometry"
@@ -138,6 +141,7 @@ def describe_protocol(key: tuple) -> str:
         else ""
     )
     numbers += ", operands of unequal lengths in training" if operand_lengths == "unequal" else ""
+    numbers += ", operands least significant digit first" if operand_order == "reversed" else ""
     return f"recipe {recipe}, {model_name(arch)} model, preset {preset}{f' ({shape})' if shape else ''}, {frame}{numbers}"
 
 
