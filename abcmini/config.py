@@ -501,6 +501,11 @@ class RunConfig:
             )
         if self.operand_order not in ("msd", "reversed"):
             raise ConfigError(f"--operand-order is msd or reversed, not {self.operand_order!r}")
+        if self.operand_order == "reversed" and self.period and self.cpi_from == "end":
+            raise ConfigError(
+                "--cpi-from end counts CPI from the least significant digit, which reversed "
+                "operands write first: pass --cpi-from start"
+            )
         if self.train_numbers not in ("pool", "uniform"):
             raise ConfigError(f"--train-numbers is pool or uniform, not {self.train_numbers!r}")
         if self.operand_lengths == "unequal" and not (
@@ -613,6 +618,7 @@ class RunConfig:
                 "pe_scale": self.pe_scale,
                 "cpi_from": self.cpi_from,
                 "cpi_unit": "pair" if self.window_unit == "pair" and self.period else "token",
+                "lsd_input": self.operand_order == "reversed",
             }
         )
 

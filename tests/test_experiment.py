@@ -782,6 +782,12 @@ def test_operand_order_is_a_data_option_that_abcs_source_shares():
     assert dry_run("--task", "addition")["experiment"]["run"]["operand_order"] == "msd"
     result = runner.invoke(app, ["train", "--operand-order", "backwards", "--dry-run"])
     assert result.exit_code == 2 and "--operand-order is msd or reversed" in result.output
+    cpi = runner.invoke(
+        app, ["train", "--method", "+T=3", "--operand-order", "reversed", "--dry-run"]
+    )
+    assert cpi.exit_code == 2 and "pass --cpi-from start" in cpi.output
+    started = ["--method", "+T=3", "--operand-order", "reversed", "--cpi-from", "start"]
+    assert dry_run(*started)["experiment"]["run"]["operand_order"] == "reversed"
 
 
 def test_tests_stop_after_the_first_length_below_test_until():

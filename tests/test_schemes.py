@@ -13,7 +13,8 @@ from abcmini.nn.coupling import coupled_ids, multiply_ids, number_ids
 from abcmini.nn.fire import FIRE
 from abcmini.nn.positions import significance
 from abcmini.nn.randomized import eval_generator, randomized_positions
-from abcmini.tasks import exact_length_numbers, format_task
+from abcmini.nn.token_positions import TokenPositions
+from abcmini.tasks import Form, exact_length_numbers, format_task
 from abcmini.train import Trainer
 
 NEW = ("random", "fire", "abacus", "coupling")
@@ -93,6 +94,33 @@ def test_coupling_gives_digits_of_equal_significance_one_id_in_operands_and_answ
         and (answer[:, 0] == start - 1).all()
     )
     assert answer[1].tolist() == [29, 30, 31, 32, 33, 34, 35, 36]
+
+
+@pytest.mark.parametrize(
+    "scheme, task, levels",
+    [("abacus", "addition", 1), ("coupling", "addition", 1), ("coupling", "multiply", 3)],
+)
+def test_reversed_operands_give_each_digit_the_ids_of_its_significance(scheme, task, levels):
+    """``lsd_input``: a prompt written least significant digit first gives every digit the
+    embedding its digit of equal significance gets in the most-significant-first prompt."""
+    a, b = exact_length_numbers(3, 0)[:4], exact_length_numbers(3, 1)[:4]
+    msd, lsd = (
+        TokenPositions(scheme, 16, 10, levels=levels, lsd_input=flip).eval() for flip in (0, 1)
+    )
+    lsd.load_state_dict(msd.state_dict())  # one table: only the ids differ
+    plain, flipped = (
+        module(tokens, ex.src.shape[1], module.draw(4, 10, "cpu", count=2))
+        for module, ex in zip(
+            (msd, lsd), (format_task(task, a, b, 5, Form(reversed=f)) for f in (0, 1))
+        )
+        for tokens in [torch.cat([ex.src, ex.tgt_in], dim=1)]
+    )
+    mirror = {"addition": [0, *range(5, 0, -1), 6, *range(11, 6, -1)]}.get(
+        task, [0, *range(5, 0, -1), 6, *range(11, 6, -1), 12]
+    )  # each operand's digits in the other order; "$", the operator and the end stay
+    order = mirror + list(range(len(mirror), plain.shape[1]))
+    assert torch.equal(flipped[:, order], plain)
+    assert not torch.equal(flipped, plain)
 
 
 def test_coupling_second_level_gives_a_running_sum_the_id_of_the_operand_it_adds():

@@ -35,6 +35,7 @@ class ModelConfig:
     pe_scale: float = (
         1.0  # amplitude of the sinusoidal encoding (vanilla) next to N(0, 1) token embeddings
     )
+    lsd_input: bool = False  # the prompt writes its numbers least significant digit first
     vocab_size: int = 15  # tokens; abcmini's vocabulary is "0123456789+*$&@" (abcmini.tasks.VOCAB)
     sos: int = 12  # the token that starts every output (greedy decoding)
     digit_tokens: int = (

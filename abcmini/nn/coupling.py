@@ -35,15 +35,18 @@ def number_ids(digit: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
     return begins.long().cumsum(-1) + start[:, None]
 
 
-def level_ids(digit: torch.Tensor, answer_from: int, starts: torch.Tensor) -> list[torch.Tensor]:
+def level_ids(
+    digit: torch.Tensor, answer_from: int, starts: torch.Tensor, lsd_input: bool = False
+) -> list[torch.Tensor]:
     """Each level's ids ``[b n]`` of a sequence whose answer starts at ``answer_from`` (prompt
-    most significant digit first, answer reversed); ``starts [b levels]``: each level's start."""
+    most significant digit first unless ``lsd_input``, answer reversed); ``starts [b levels]``:
+    each level's start."""
     prompt, answer = digit[:, :answer_from], digit[:, answer_from:]
     if starts.shape[1] == 3:
-        return multiply_ids(prompt, answer, starts)
+        return multiply_ids(prompt, answer, starts, lsd_input)
     ids = [
         torch.cat(
-            [coupled_ids(prompt, False, starts[:, 0]), coupled_ids(answer, True, starts[:, 0])],
+            [coupled_ids(prompt, lsd_input, starts[:, 0]), coupled_ids(answer, True, starts[:, 0])],
             dim=1,
         )
     ]
@@ -55,7 +58,7 @@ def level_ids(digit: torch.Tensor, answer_from: int, starts: torch.Tensor) -> li
 
 
 def multiply_ids(
-    prompt: torch.Tensor, answer: torch.Tensor, starts: torch.Tensor
+    prompt: torch.Tensor, answer: torch.Tensor, starts: torch.Tensor, lsd_input: bool = False
 ) -> list[torch.Tensor]:
     """``multiply``'s three levels for ``$a*b&`` → ``s_0+s_1+…``: digit ``k`` of the running sum
     ``s_j`` (which adds ``a_{k−j}·b_j`` to ``s_{j−1}``'s digit ``k``) gets ``s + k − j``, the id of
@@ -63,7 +66,8 @@ def multiply_ids(
     has it); ``u + k``, the id of ``s_{j−1}``'s digit ``k``. A token with no part in a level
     gets that level's start less one (the rows below ``a``'s lowest digit, which only copy, too)."""
     s, t, u = (starts[:, level, None] for level in range(3))
-    place, number = significance(prompt, False), number_ids(prompt, torch.zeros_like(starts[:, 0]))
+    place = significance(prompt, lsd_input)
+    number = number_ids(prompt, torch.zeros_like(starts[:, 0]))
     in_a, in_b = (place >= 0) & (number == 1), (place >= 0) & (number == 2)
     prompt_ids = [
         torch.where(in_a, s + place, s - 1),

@@ -230,6 +230,7 @@ class Scaffolded(nn.Module):
                 cfg.pe_scale,
                 cfg.max_position,
                 cfg.coupling_levels,
+                cfg.lsd_input,
             )
             if cfg.scheme in TOKEN_SCHEMES
             else None

@@ -2,8 +2,8 @@
 sequence and added to the token embeddings: randomized positions (``abcmini.nn.randomized``, with
 the sinusoidal encoding), Abacus (``abcmini.nn.abacus``) and Position Coupling
 (``abcmini.nn.coupling``), both into a learned table (Coupling's further levels, a table each,
-summed). Prompts write their numbers most significant digit first, answers least significant
-first; ``answer_from`` says where the answer starts.
+summed). Prompts write their numbers most significant digit first (``lsd_input``: least first),
+answers least significant first; ``answer_from`` says where the answer starts.
 """
 
 import torch
@@ -26,8 +26,10 @@ class TokenPositions(nn.Module):
         pe_scale: float = 1.0,
         max_position: int | None = None,
         levels: int = 1,
+        lsd_input: bool = False,
     ):
         super().__init__()
+        self.lsd_input = lsd_input
         self.scheme, self.dim, self.digit_tokens, self.pe_scale, self.levels = (
             scheme,
             dim,
@@ -97,14 +99,14 @@ class TokenPositions(nn.Module):
             levels = [
                 torch.cat(
                     [
-                        abacus.abacus_ids(digit[:, :answer_from], False, shift),
+                        abacus.abacus_ids(digit[:, :answer_from], self.lsd_input, shift),
                         abacus.abacus_ids(digit[:, answer_from:], True, shift),
                     ],
                     dim=1,
                 )
             ]
         else:
-            levels = coupling.level_ids(digit, answer_from, starts)
+            levels = coupling.level_ids(digit, answer_from, starts, self.lsd_input)
         checked = [ids[:, :answer_from] for ids in levels] if decoding else levels
         top = max((int(ids.max()) for ids in checked if ids.numel()), default=0)
         if top > self.max_position:
