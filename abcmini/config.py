@@ -18,7 +18,7 @@ from abcmini.names import (
     method_label,
     selects,
 )
-from abcmini.nn.config import ARCHS, PRESETS, ModelConfig
+from abcmini.nn.config import ARCHS, BLOCK_CHOICES, PRESETS, ModelConfig
 from abcmini.nn.rules import DEFAULT, RULES, applying
 from abcmini.nn.schemes import SCHEMES
 
@@ -402,6 +402,9 @@ class RunConfig:
         "Position ids of random, abacus, coupling.",
     )
     coupling_levels: int = setting(1, "run", "Coupling's levels (multiadd 2, multiply 3).")
+    norm: str = setting("layer", "shared", "Normalization: layer | rms.")
+    norm_position: str = setting("pre", "shared", "Norms: pre (each sublayer) | pre_post.")
+    ff: str = setting("gelu", "shared", "Feed-forward: gelu | gated-gelu.")
     enc_layers: int | None = setting(None, "run", "Encoder depth (0: no encoder).")
     pe_scale: float = setting(1.0, "run", "Amplitude of the sinusoidal encoding.")
     pad_width: int | None = setting(
@@ -499,6 +502,11 @@ class RunConfig:
             raise ConfigError(
                 f"--operand-lengths is equal or unequal, not {self.operand_lengths!r}"
             )
+        for name, allowed in BLOCK_CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(
+                    f"--{name.replace('_', '-')} is {' or '.join(allowed)}, not {getattr(self, name)!r}"
+                )
         if self.operand_order not in ("msd", "reversed"):
             raise ConfigError(f"--operand-order is msd or reversed, not {self.operand_order!r}")
         if self.operand_order == "reversed" and self.period and self.cpi_from == "end":
@@ -619,6 +627,9 @@ class RunConfig:
                 "cpi_from": self.cpi_from,
                 "cpi_unit": "pair" if self.window_unit == "pair" and self.period else "token",
                 "lsd_input": self.operand_order == "reversed",
+                "norm": self.norm,
+                "norm_position": self.norm_position,
+                "ff": self.ff,
             }
         )
 

@@ -219,6 +219,9 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
         "train_digits": 8,
         "train_numbers": "uniform",
         "operand_order": "reversed",
+        "norm": "rms",
+        "norm_position": "pre_post",
+        "ff": "gated-gelu",
     }
     # --bias: test_an_option_…; a decoder has no encoder; ABC's model has no position table (test_a_model_shape_…)
     # … and unequal operands are +varied Addition's (below); Coupling's levels are coupling's
@@ -786,6 +789,8 @@ def test_operand_order_is_a_data_option_that_abcs_source_shares():
         app, ["train", "--method", "+T=3", "--operand-order", "reversed", "--dry-run"]
     )
     assert cpi.exit_code == 2 and "pass --cpi-from start" in cpi.output
+    block = runner.invoke(app, ["train", "--ff", "relu", "--dry-run"])
+    assert block.exit_code == 2 and "--ff is gelu or gated-gelu, not 'relu'" in block.output
     started = ["--method", "+T=3", "--operand-order", "reversed", "--cpi-from", "start"]
     assert dry_run(*started)["experiment"]["run"]["operand_order"] == "reversed"
 

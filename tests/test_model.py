@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from abcmini.nn.config import PRESETS, ModelConfig
+from abcmini.nn.decoder import DecoderOnly
 from abcmini.nn.model import Transformer, causal_bias
 from abcmini.nn.positions import alibi_bias, alibi_slopes, cyclic_positions
 from abcmini.nn.schemes import SCHEMES
@@ -85,6 +86,32 @@ def test_teacher_forcing_agrees_with_greedy_and_both_attention_paths_agree(schem
     assert last["cross"].shape == (48, 4, tgt_in.shape[1], ex.src.shape[1])
     torch.testing.assert_close(last["cross"].sum(-1), torch.ones(48, 4, tgt_in.shape[1]))
     assert (last["self"].triu(1) == 0).all()  # causal
+
+
+@pytest.mark.parametrize("arch", ["encoder-decoder", "decoder"])
+def test_cho_et_als_block_is_rmsnorm_before_and_after_each_sublayer_and_a_gated_gelu(arch):
+    """``norm rms``, ``norm_position pre_post``, ``ff gated-gelu``: the modules are what the names
+    say, every one of them moves the output, and greedy decoding agrees with teacher forcing."""
+    block = {"norm": "rms", "norm_position": "pre_post", "ff": "gated-gelu"}
+    cfg = ModelConfig(**{**PRESETS["tiny"], "heads": 4, "dec_layers": 2, **block}, arch=arch)
+    torch.manual_seed(0)
+    model = (DecoderOnly if arch == "decoder" else Transformer)(cfg).eval()
+    kinds = [type(m).__name__ for m in model.modules()]
+    sublayers = 2 * 2 if arch == "decoder" else 2 * 3 + 2 * PRESETS["tiny"]["enc_layers"]
+    finals = 1 if arch == "decoder" else 2
+    assert kinds.count("RMSNorm") == 2 * sublayers + finals and "LayerNorm" not in kinds
+    layers = cfg.dec_layers + (cfg.enc_layers if arch == "encoder-decoder" else 0)
+    assert kinds.count("GatedFeedForward") == layers and "FeedForward" not in kinds
+    ex = batch()
+    tokens = model.greedy(ex.src, ex.tgt_out.shape[1])
+    tgt_in = torch.cat([torch.full((48, 1), SOS), tokens[:, :-1]], dim=1)
+    assert torch.equal(model(ex.src, tgt_in)[0].argmax(-1), tokens)
+    for name in block:  # each choice alone changes the function the same weights compute
+        torch.manual_seed(0)
+        plain = (DecoderOnly if arch == "decoder" else Transformer)(
+            ModelConfig(**{**cfg.to_dict(), name: ModelConfig.__dataclass_fields__[name].default})
+        ).eval()
+        assert not torch.allclose(plain(ex.src, tgt_in)[0], model(ex.src, tgt_in)[0])
 
 
 def test_fused_attention_reads_a_per_head_bias_like_the_explicit_path():

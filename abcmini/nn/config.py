@@ -12,6 +12,13 @@ ARCHS = (
 )  # the paper's encoder-decoder; a GPT-style decoder-only model (abcmini.nn.decoder)
 
 
+BLOCK_CHOICES = {
+    "norm": ("layer", "rms"),
+    "norm_position": ("pre", "pre_post"),
+    "ff": ("gelu", "gated-gelu"),
+}
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     arch: str = "encoder-decoder"
@@ -36,6 +43,9 @@ class ModelConfig:
         1.0  # amplitude of the sinusoidal encoding (vanilla) next to N(0, 1) token embeddings
     )
     lsd_input: bool = False  # the prompt writes its numbers least significant digit first
+    norm: str = "layer"  # LayerNorm, or "rms": RMSNorm
+    norm_position: str = "pre"  # before each sublayer, or "pre_post": before and after it
+    ff: str = "gelu"  # the feed-forward: GELU, or "gated-gelu" (T5 v1.1)
     vocab_size: int = 15  # tokens; abcmini's vocabulary is "0123456789+*$&@" (abcmini.tasks.VOCAB)
     sos: int = 12  # the token that starts every output (greedy decoding)
     digit_tokens: int = (
@@ -47,6 +57,11 @@ class ModelConfig:
             raise InputError(
                 f"unknown positional scheme {self.scheme!r}; choose one of {', '.join(SCHEMES)}"
             )
+        for name, allowed in BLOCK_CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"{name} is one of {', '.join(allowed)}, not {getattr(self, name)!r}"
+                )
         if self.arch not in ARCHS:
             raise ValueError(f"arch is one of {', '.join(ARCHS)}, not {self.arch!r}")
         if self.cpi_from not in ("start", "end"):

@@ -21,7 +21,7 @@ from torch import nn
 
 from abcmini.nn.config import ModelConfig
 from abcmini.nn.lines import NEG_INF, Layout
-from abcmini.nn.model import Block, KVCache, Scaffolded, Transformer, causal_bias, rows
+from abcmini.nn.model import Block, KVCache, Scaffolded, Transformer, causal_bias, norm, rows
 from abcmini.nn.positions import joint_positions
 from abcmini.nn.schemes import IN_ATTENTION
 
@@ -51,7 +51,7 @@ class DecoderOnly(Scaffolded):
         super().__init__(cfg, scaffold)
         inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
         self.layers = nn.ModuleList(Block(cfg, inner, causal=True) for _ in range(cfg.dec_layers))
-        self.norm = nn.LayerNorm(cfg.d_model)
+        self.norm = norm(cfg)
         self.to_logits = nn.Linear(cfg.d_model, cfg.vocab_size)
 
     def biases(

@@ -2,7 +2,8 @@
 
 - ``Attention`` adds any bias broadcastable to ``[b h q k]`` to the pre-softmax scores and,
   when asked, returns the attention probabilities (no hooks, no patching).
-- Pre-LayerNorm blocks; 0 encoder layers means cross-attention reads the embedded input
+- Pre-LayerNorm blocks (``norm``, ``norm_position``, ``ff``: RMSNorm, a norm after each
+  sublayer too, a gated-GELU feed-forward, as Cho et al.'s script); 0 encoder layers means cross-attention reads the embedded input
   directly (what the authors' code does).
 - The model owns its scaffold (an ABS window or ABC's line tables, ``abcmini.nn.lines``, ``abcmini.nn.windows``) and asks
   it for the size each pass needs.
@@ -145,15 +146,43 @@ class FeedForward(nn.Sequential):
         )
 
 
+class GatedFeedForward(nn.Module):
+    """The gated-GELU feed-forward of T5 v1.1, Cho et al.'s: ``W_o (gelu(W_g x) ⊙ W_i x)``."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.gate, self.inner = (nn.Linear(cfg.d_model, cfg.d_ff, bias=False) for _ in range(2))
+        self.drop, self.out = nn.Dropout(cfg.dropout), nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
+
+    def forward(self, x):
+        return self.out(self.drop(F.gelu(self.gate(x)) * self.inner(x)))
+
+
+def feed_forward(cfg: ModelConfig) -> nn.Module:
+    return GatedFeedForward(cfg) if cfg.ff == "gated-gelu" else FeedForward(cfg)
+
+
+def norm(cfg: ModelConfig) -> nn.Module:
+    """The model's normalization: LayerNorm, or RMSNorm (``cfg.norm`` ``rms``)."""
+    return nn.RMSNorm(cfg.d_model) if cfg.norm == "rms" else nn.LayerNorm(cfg.d_model)
+
+
+def post_norm(cfg: ModelConfig) -> nn.Module:
+    """A norm on a sublayer's output before the residual sum (``norm_position`` ``pre_post``, Cho
+    et al.'s), else nothing."""
+    return norm(cfg) if cfg.norm_position == "pre_post" else nn.Identity()
+
+
 class Block(nn.Module):
     """Pre-LayerNorm self-attention and feed-forward: an encoder layer, and a decoder-only
     model's layer (with a key/value ``cache`` when decoding). Returns ``(x, probs)``."""
 
     def __init__(self, cfg: ModelConfig, inner: str | None, causal: bool):
         super().__init__()
-        self.norm_attn, self.norm_ff = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+        self.norm_attn, self.norm_ff = norm(cfg), norm(cfg)
+        self.post_attn, self.post_ff = post_norm(cfg), post_norm(cfg)
         self.attn = Attention(cfg, in_attention(cfg, inner, causal))
-        self.ff, self.drop = FeedForward(cfg), nn.Dropout(cfg.dropout)
+        self.ff, self.drop = feed_forward(cfg), nn.Dropout(cfg.dropout)
 
     def forward(
         self, x, q_pos, k_pos, bias=None, cache=None, capacity=0, need_weights=False, own_rows=0
@@ -167,19 +196,18 @@ class Block(nn.Module):
         )
         if own_rows:
             out = torch.cat([self.attn.own_token(h[:, :own_rows]), out], dim=1)
-        x = x + self.drop(out)
-        return x + self.drop(self.ff(self.norm_ff(x))), probs
+        x = x + self.drop(self.post_attn(out))
+        return x + self.drop(self.post_ff(self.ff(self.norm_ff(x)))), probs
 
 
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig, inner: str | None):
         super().__init__()
-        self.norm_self, self.norm_cross, self.norm_ff = (
-            nn.LayerNorm(cfg.d_model) for _ in range(3)
-        )
+        self.norm_self, self.norm_cross, self.norm_ff = (norm(cfg) for _ in range(3))
+        self.post_self, self.post_cross, self.post_ff = (post_norm(cfg) for _ in range(3))
         self.self_attn = Attention(cfg, in_attention(cfg, inner, causal=True))
         self.cross_attn = Attention(cfg)
-        self.ff, self.drop = FeedForward(cfg), nn.Dropout(cfg.dropout)
+        self.ff, self.drop = feed_forward(cfg), nn.Dropout(cfg.dropout)
 
     def forward(
         self,
@@ -198,7 +226,7 @@ class DecoderLayer(nn.Module):
         out, self_probs = self.self_attn(
             h, h, q_pos, k_pos, self_bias, caches[0], capacity, need_weights
         )
-        x = x + self.drop(out)
+        x = x + self.drop(self.post_self(out))
         out, cross_probs = self.cross_attn(
             self.norm_cross(x),
             memory,
@@ -208,8 +236,9 @@ class DecoderLayer(nn.Module):
             caches[1],
             need_weights=need_weights,
         )
-        x = x + self.drop(out)
-        return x + self.drop(self.ff(self.norm_ff(x))), {"self": self_probs, "cross": cross_probs}
+        x = x + self.drop(self.post_cross(out))
+        x = x + self.drop(self.post_ff(self.ff(self.norm_ff(x))))
+        return x, {"self": self_probs, "cross": cross_probs}
 
 
 class Scaffolded(nn.Module):
@@ -315,9 +344,9 @@ class Transformer(Scaffolded):
         super().__init__(cfg, scaffold)
         inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
         self.encoder = nn.ModuleList(Block(cfg, inner, causal=False) for _ in range(cfg.enc_layers))
-        self.enc_norm = nn.LayerNorm(cfg.d_model) if cfg.enc_layers else nn.Identity()
+        self.enc_norm = norm(cfg) if cfg.enc_layers else nn.Identity()
         self.decoder = nn.ModuleList(DecoderLayer(cfg, inner) for _ in range(cfg.dec_layers))
-        self.dec_norm = nn.LayerNorm(cfg.d_model)
+        self.dec_norm = norm(cfg)
         self.to_logits = nn.Linear(cfg.d_model, cfg.vocab_size)
 
     def biases(self, n_q: int, n_src: int, device, layout: Layout | None = None) -> list[tuple]:
