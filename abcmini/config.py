@@ -554,7 +554,8 @@ class RunConfig:
 
     @property
     def shape(self) -> str | None:
-        """The model's size where options changed the preset's (``1 layer, 4 heads, d 128``); None otherwise."""
+        """The model's size and block where options changed the preset's (``1 layer, 4 heads, d
+        128, RMSNorm``); None otherwise."""
         parts = [
             (self.layers, "layer"),
             (self.heads, "head"),
@@ -566,6 +567,15 @@ class RunConfig:
             f"d {n}" if unit == "d" else f"{n} {unit}{'s' * (n != 1)}"
             for n, unit in parts
             if n is not None
+        ]
+        words += [
+            word
+            for word, on in (
+                ("RMSNorm", self.norm == "rms"),
+                ("norms before and after", self.norm_position == "pre_post"),
+                ("gated GELU", self.ff == "gated-gelu"),
+            )
+            if on
         ]
         return ", ".join(words) or None
 

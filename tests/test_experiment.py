@@ -12,7 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from abcmini.config import CALIBRATIONS, Calibration
+from abcmini.config import CALIBRATIONS, Calibration, RunConfig
 from abcmini.experiment import (
     ABS_METHODS,
     ABS_TASKS,
@@ -285,7 +285,6 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
 def test_a_model_shape_set_by_options_is_the_runs_and_a_protocol_of_its_own():
     """--layers, --heads, --d-model and --max-position change the preset's model (a method in its
     own paper's shape); the record names the shape, and the report pools it apart."""
-    from abcmini.config import RunConfig
     from abcmini.nn.decoder import build_model
     from abcmini.outputs.report import describe_protocol, protocol
 
@@ -789,6 +788,8 @@ def test_operand_order_is_a_data_option_that_abcs_source_shares():
         app, ["train", "--method", "+T=3", "--operand-order", "reversed", "--dry-run"]
     )
     assert cpi.exit_code == 2 and "pass --cpi-from start" in cpi.output
+    shape = RunConfig(layers=1, norm="rms", norm_position="pre_post", ff="gated-gelu").shape
+    assert shape == "1 layer, RMSNorm, norms before and after, gated GELU"  # pooled apart
     block = runner.invoke(app, ["train", "--ff", "relu", "--dry-run"])
     assert block.exit_code == 2 and "--ff is gelu or gated-gelu, not 'relu'" in block.output
     started = ["--method", "+T=3", "--operand-order", "reversed", "--cpi-from", "start"]
