@@ -416,6 +416,7 @@ class RunConfig:
         "run",
         "+varied operands: equal | unequal lengths.",
     )
+    min_operands: int = setting(2, "run", "multiadd: fewest operands a training input adds.")
     operand_order: str = setting(
         "msd",
         "shared",
@@ -507,6 +508,10 @@ class RunConfig:
                 raise ConfigError(
                     f"--{name.replace('_', '-')} is {' or '.join(allowed)}, not {getattr(self, name)!r}"
                 )
+        if self.min_operands != 2 and not (self.task == "multiadd" and 1 <= self.min_operands <= 5):
+            raise ConfigError(
+                f"--min-operands is multiadd's (1 to 5 operands), not {self.min_operands} on {self.task}"
+            )
         if self.operand_order not in ("msd", "reversed"):
             raise ConfigError(f"--operand-order is msd or reversed, not {self.operand_order!r}")
         if self.operand_order == "reversed" and self.period and self.cpi_from == "end":

@@ -500,6 +500,7 @@ def calibrate_run(run_dir: str, settings: Calibration) -> tuple[dict, Example, R
         "heads": model.cfg.heads,
         "aligned": cfg.aligned,
         "operand_order": cfg.operand_order,
+        "min_operands": cfg.min_operands,
         "calibration": {**asdict(settings), "layers": list(layers)},
         "source": os.path.abspath(run_dir),
         "bias": scaffold.state(),

@@ -322,16 +322,16 @@ def sample_operands(
     return a, b
 
 
-def operand_draw(generator: torch.Generator) -> int:
-    """A training draw's operand count, uniform in 2 … ``OPERANDS``: it varies between batches,
-    so that no block can tell it is the last by counting the blocks before it."""
-    return int(torch.randint(2, OPERANDS + 1, (1,), generator=generator))
+def operand_draw(generator: torch.Generator, fewest: int = 2) -> int:
+    """A training draw's operand count, uniform in ``fewest`` … ``OPERANDS``: it varies between
+    batches, so that no block can tell it is the last by counting the blocks before it."""
+    return int(torch.randint(fewest, OPERANDS + 1, (1,), generator=generator))
 
 
-def validation_counts(task: str) -> tuple:
+def validation_counts(task: str, fewest: int = 2) -> tuple:
     """The operand counts a validation set covers, a part each: multiadd's every training count
     (one draw holds one count), ``(None,)`` for the binary tasks."""
-    return tuple(range(2, OPERANDS + 1)) if task == "multiadd" else (None,)
+    return tuple(range(fewest, OPERANDS + 1)) if task == "multiadd" else (None,)
 
 
 def random_numbers(

@@ -24,6 +24,7 @@ from abcmini.tasks import (
     by_length,
     format_task,
     input_parts,
+    operand_draw,
     training_operands,
     validation_counts,
 )
@@ -135,7 +136,7 @@ class Trainer:
         valid_generator = torch.Generator().manual_seed(cfg.data_seed + 1)
         digits, counts = (
             cfg.train_digits,
-            validation_counts(cfg.task),
+            validation_counts(cfg.task, cfg.min_operands),
         )  # multiadd: a set per operand count
         # the pool's splits, or None: numbers drawn digit by digit (tasks.training_operands)
         train, valid = (pool.train, pool.valid) if cfg.from_pool else (None, None)
@@ -191,10 +192,16 @@ class Trainer:
                 cfg.train_digits,
                 length,
                 cfg.operand_lengths == "unequal",
+                self.operand_count(),
             )
             return format_task(cfg.task, a, b, length, cfg.form)
         a, b = training_operands(
-            cfg.task, self.train_numbers, cfg.batch_size, self.generator, cfg.train_digits
+            cfg.task,
+            self.train_numbers,
+            cfg.batch_size,
+            self.generator,
+            cfg.train_digits,
+            count=self.operand_count(),
         )
         spread = (
             int(torch.randint(cfg.frame_spread + 1, (1,), generator=self.generator))
@@ -202,6 +209,13 @@ class Trainer:
             else 0
         )
         return format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.form)
+
+    def operand_count(self) -> int | None:
+        """A multiadd batch's operand count, ``min_operands`` … 5 (drawn where the draw of
+        ``training_operands`` would draw it: the same batches as before the option)."""
+        if self.cfg.task != "multiadd":
+            return None
+        return operand_draw(self.generator, self.cfg.min_operands)
 
     def step(self) -> float:
         cfg = self.cfg

@@ -233,6 +233,7 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
         "window_unit",
         "max_position",
         "operand_lengths",
+        "min_operands",  # multiadd's (test_multiadd.py::test_min_operands_1_…)
         "coupling_levels",
         "algorithm",
         "cpi_from",  # CPI's origin: a method with a period (below)

@@ -117,6 +117,25 @@ def test_validation_holds_every_operand_count_a_training_batch_can_draw(tmp_path
     assert len(Trainer(replace(cfg, task="addition"), str(tmp_path)).valid_sets) == 1
 
 
+def test_min_operands_1_trains_and_validates_single_operands_and_2_keeps_the_batches(tmp_path):
+    """``--min-operands 1``: batches of one operand too (fewer than any the paper's protocol
+    draws); the default draws exactly the batches drawn before the option existed."""
+    cfg = RunConfig(task="multiadd", scheme="nope", preset="tiny", pad_width=8, valid_size=50)
+    one = Trainer(replace(cfg, min_operands=1), str(tmp_path))
+    assert [len(detokenize(s.tgt_out[0]).split("+")) for s in one.valid_sets] == [1, 2, 3, 4, 5]
+    assert {one.batch().src.shape[1] // 9 for _ in range(60)} == {1, 2, 3, 4, 5}  # $a_1+…&
+    single = next(b for b in iter(one.batch, None) if b.src.shape[1] == 10)
+    assert "+" not in detokenize(single.src[0]) + detokenize(single.tgt_out[0])
+    refused = CliRunner().invoke(
+        app, ["train", "--task", "addition", "--min-operands", "1", "--dry-run"]
+    )
+    assert refused.exit_code == 2 and "--min-operands is multiadd's" in refused.output
+    plain, generator = Trainer(cfg, str(tmp_path)), torch.Generator().manual_seed(cfg.seed)
+    for _ in range(5):
+        a, _ = training_operands("multiadd", plain.train_numbers, cfg.batch_size, generator)
+        assert torch.equal(plain.batch().src, format_task("multiadd", a, None, 8).src)
+
+
 def test_test_operands_grow_with_the_length_at_the_training_ratio():
     assert [operand_count(n) for n in (7, 14, 35, 70)] == [5, 10, 25, 50]
     a, b = extrapolation_operands("multiadd", 14, seed=3)

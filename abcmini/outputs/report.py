@@ -92,6 +92,7 @@ class Protocol(NamedTuple):
     operand_lengths: str
     train_numbers: str  # pool, or uniform: drawn digit by digit (RunConfig.train_numbers)
     operand_order: str  # msd, or reversed: least significant digit first
+    min_operands: int  # multiadd: the fewest operands a training input adds
 
 
 def protocol(record: dict) -> Protocol:
@@ -106,6 +107,7 @@ def protocol(record: dict) -> Protocol:
         record.get("operand_lengths", "equal"),
         record.get("train_numbers", "pool"),
         record.get("operand_order", "msd"),
+        record.get("min_operands", 2),
     )
 
 
@@ -121,6 +123,7 @@ def describe_protocol(key: tuple) -> str:
         operand_lengths,
         train_numbers,
         operand_order,
+        min_operands,
     ) = key
     frame = (
         "growing geometry"
@@ -142,6 +145,7 @@ def describe_protocol(key: tuple) -> str:
     )
     numbers += ", operands of unequal lengths in training" if operand_lengths == "unequal" else ""
     numbers += ", operands least significant digit first" if operand_order == "reversed" else ""
+    numbers += f", training inputs of {min_operands} operands and more" if min_operands != 2 else ""
     return f"recipe {recipe}, {model_name(arch)} model, preset {preset}{f' ({shape})' if shape else ''}, {frame}{numbers}"
 
 
