@@ -10,6 +10,7 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
+from abcmini.outputs.report import stress_table
 from abcmini.stress import FAMILIES, SIZE, families, stress_operands
 from abcmini.tasks import EOS, PLUS, format_task, operand_count
 from cli import app
@@ -177,3 +178,18 @@ def test_eval_stress_scores_a_shipped_multiply_checkpoint(tmp_path, monkeypatch)
     page = (tmp_path / "root" / "report.md").read_text()
     assert "## Stress families" in page and "| nines_multiplier | nope+abc |" in page
     assert "nines_multiplier" in (tmp_path / "d.html").read_text()
+
+
+def test_the_stress_table_keeps_runs_of_another_training_draw_apart_from_the_seeds():
+    """A run trained with single operands too (``--min-operands 1``) is its own row, never a
+    seed of the protocol's: pooled, the median would hide which draw made which figure."""
+
+    def run(seed, fewest, score):
+        by = {"one_operand": {"7": score}}
+        return {"task": "multiadd", "method": "nope+abc", "seed": seed, "stress": by} | (
+            {"min_operands": fewest} if fewest != 2 else {}
+        )
+
+    table = stress_table([run(0, 2, 0.0), run(1, 2, 0.0), run(0, 1, 1.0)])
+    assert "| one_operand | nope+abc | 0.00 [0.00–0.00] |" in table
+    assert "| one_operand | nope+abc, 1+ operands in training | 100.00 |" in table

@@ -536,6 +536,20 @@ def per_seed(results: list[dict], others: list[dict], lengths) -> str:
     )
 
 
+def drawn(record: dict) -> str:
+    """A record's method and, where it is not the protocol's, its training draw and input order:
+    runs that differ there are never pooled as seeds of one row."""
+    fewest = record.get("min_operands", 2)
+    return record["method"] + "".join(
+        note
+        for note, on in (
+            (f", {fewest}+ operands in training", fewest != 2),
+            (", reversed operands", record.get("operand_order", "msd") == "reversed"),
+        )
+        if on
+    )
+
+
 def stress_table(results: list[dict]) -> str:
     """Exact match (%) on each task's stress families (``abcmini eval --stress``): a row per
     family and run, a column per length, median [range] over seeds."""
@@ -546,8 +560,8 @@ def stress_table(results: list[dict]) -> str:
         lines += [f"**{task}**\n", "| family | method | " + " | ".join(map(str, lengths)) + " |"]
         lines.append("|---|---|" + "---|" * len(lengths))
         for name in dict.fromkeys(name for r in runs for name in r["stress"]):
-            for method in sorted({r["method"] for r in runs}):
-                mine = [r["stress"].get(name, {}) for r in runs if r["method"] == method]
+            for method in sorted({drawn(r) for r in runs}):
+                mine = [r["stress"].get(name, {}) for r in runs if drawn(r) == method]
                 row = [cell([by[str(n)] for by in mine if str(n) in by] or None) for n in lengths]
                 lines.append(f"| {name} | {method} | " + " | ".join(row) + " |")
         lines.append("")
