@@ -514,6 +514,11 @@ class RunConfig:
             )
         if self.operand_order not in ("msd", "reversed"):
             raise ConfigError(f"--operand-order is msd or reversed, not {self.operand_order!r}")
+        if self.operand_order == "reversed" and self.window is not None:
+            raise ConfigError(
+                "an ABS window (--window, +w=W) is laid out for operands written most significant "
+                "digit first; --operand-order reversed takes a method without one"
+            )
         if self.operand_order == "reversed" and self.period and self.cpi_from == "end":
             raise ConfigError(
                 "--cpi-from end counts CPI from the least significant digit, which reversed "

@@ -785,16 +785,17 @@ def test_operand_order_is_a_data_option_that_abcs_source_shares():
     assert dry_run("--task", "addition")["experiment"]["run"]["operand_order"] == "msd"
     result = runner.invoke(app, ["train", "--operand-order", "backwards", "--dry-run"])
     assert result.exit_code == 2 and "--operand-order is msd or reversed" in result.output
-    cpi = runner.invoke(
-        app, ["train", "--method", "+T=3", "--operand-order", "reversed", "--dry-run"]
-    )
-    assert cpi.exit_code == 2 and "pass --cpi-from start" in cpi.output
+    with pytest.raises(ConfigError, match="pass --cpi-from start"):  # CPI with no window
+        RunConfig(period=3, cpi_from="end", operand_order="reversed")
     shape = RunConfig(layers=1, norm="rms", norm_position="pre_post", ff="gated-gelu").shape
     assert shape == "1 layer, RMSNorm, norms before and after, gated GELU"  # pooled apart
     block = runner.invoke(app, ["train", "--ff", "relu", "--dry-run"])
     assert block.exit_code == 2 and "--ff is gelu or gated-gelu, not 'relu'" in block.output
-    started = ["--method", "+T=3", "--operand-order", "reversed", "--cpi-from", "start"]
-    assert dry_run(*started)["experiment"]["run"]["operand_order"] == "reversed"
+    assert RunConfig(period=3, cpi_from="start", operand_order="reversed").form.reversed
+    window = runner.invoke(
+        app, ["train", "--method", "+w=1", "--operand-order", "reversed", "--dry-run"]
+    )
+    assert window.exit_code == 2 and "takes a method without one" in window.output
 
 
 def test_tests_stop_after_the_first_length_below_test_until():
