@@ -116,6 +116,14 @@ def sweep_runs(found: list[dict], method: str, digits: int) -> list[dict]:
     ]
 
 
+def procedure(runs: list[dict]) -> str:
+    """Which procedure made an ABC row: rule same_digit on or off. The 7-digit records predate
+    recorded rules and the rule (commit 9f4d0a4); every record naming ``all`` postdates it."""
+    rules = {(r.get("calibration") or {}).get("rules") for r in runs}
+    on = {rule is not None and ("same_digit" in rule or rule == "all") for rule in rules}
+    return f" (same_digit {'on' if on == {True} else 'off' if on == {False} else 'mixed'})"
+
+
 def sweep_table(found: list[dict]) -> None:
     print(
         "| method | trained on | seeds | ≥ 99% to, per seed (× training length) | ≥ 90% to | examples (M) |"
@@ -129,8 +137,9 @@ def sweep_table(found: list[dict]) -> None:
             spans = [
                 " / ".join(reach(r["accuracy"], at, digits) for r in runs) for at in (0.99, 0.90)
             ]
+            named = f"`{method}`" + (procedure(runs) if method == "abc" else "")
             print(
-                f"| `{method}` | 1–{digits} | {len(runs)}{on_a_gpu(runs)} | {spans[0]} | {spans[1]} | "
+                f"| {named} | 1–{digits} | {len(runs)}{on_a_gpu(runs)} | {spans[0]} | {spans[1]} | "
                 f"{statistics.median(r['train_examples'] + (r.get('interpolation_examples') or 0) for r in runs) / 1e6:.2f} |"
             )
 
