@@ -120,7 +120,9 @@ def test_validation_holds_every_operand_count_a_training_batch_can_draw(tmp_path
 def test_min_operands_1_trains_and_validates_single_operands_and_2_keeps_the_batches(tmp_path):
     """``--min-operands 1``: batches of one operand too (fewer than any the paper's protocol
     draws); the default draws exactly the batches drawn before the option existed."""
-    cfg = RunConfig(task="multiadd", scheme="nope", preset="tiny", pad_width=8, valid_size=50)
+    cfg = RunConfig(
+        task="multiadd", scheme="nope", preset="tiny", pad_width=8, valid_size=50, batch_size=8
+    )
     one = Trainer(replace(cfg, min_operands=1), str(tmp_path))
     assert [len(detokenize(s.tgt_out[0]).split("+")) for s in one.valid_sets] == [1, 2, 3, 4, 5]
     assert {one.batch().src.shape[1] // 9 for _ in range(60)} == {1, 2, 3, 4, 5}  # $a_1+…&

@@ -936,8 +936,10 @@ def own_papers(records: list[dict]) -> str:
             else "—"
         )
         held = [reach(r["accuracy"], at, r["train_digits"]) for at in (0.99, 0.90)]
+        reversed_ = "reversed operands" if r.get("operand_order") == "reversed" else None
+        shape = ", ".join(filter(None, (r["shape"], reversed_)))
         lines.append(
-            f"| `{label(r['run'])}` | {r['shape']} | "
+            f"| `{label(r['run'])}` | {shape} | "
             f"1–{r['train_digits']} | {r['train_examples'] / 1e6:.2f} | "
             f"{r['train_seconds']:,.0f} | {r.get('device', 'CPU, 1 thread')} | {by_length} | "
             f"{held[0]} | {held[1]} | {paper} |"
