@@ -128,6 +128,8 @@ def test_min_operands_1_trains_and_validates_single_operands_and_2_keeps_the_bat
     assert {one.batch().src.shape[1] // 9 for _ in range(60)} == {1, 2, 3, 4, 5}  # $a_1+…&
     single = next(b for b in iter(one.batch, None) if b.src.shape[1] == 10)
     assert "+" not in detokenize(single.src[0]) + detokenize(single.tgt_out[0])
+    drawn = pipeline.record(None, replace(cfg, min_operands=1), [], 0, {})
+    assert drawn["min_operands"] == 1 and drawn["operand_order"] == "msd"  # the report's key
     refused = CliRunner().invoke(
         app, ["train", "--task", "addition", "--min-operands", "1", "--dry-run"]
     )

@@ -109,8 +109,8 @@ def test_the_methods_table_of_todays_methods_md_is_its_records():
 
 
 OWN_PAGE = (
-    "abcmini report results/own-papers --beside results/papers-scale --out runs/own-papers.md "
-    "--readme docs/todays-methods.md --block own-papers"
+    "abcmini report results/own-papers --beside results/own-papers-authors --beside "
+    "results/papers-scale --out runs/own-papers.md --readme docs/todays-methods.md --block own-papers"
 )
 
 
@@ -119,7 +119,8 @@ def test_the_own_papers_table_of_todays_methods_md_is_its_records():
     with open("docs/todays-methods.md") as f:
         text = f.read()
     records = collect("results/own-papers")
-    table = with_blocks(text, records, collect("results/papers-scale"), ("own-papers",))
+    beside = collect("results/own-papers-authors") + collect("results/papers-scale")
+    table = with_blocks(text, records, beside, ("own-papers",))
     assert table == text, f"docs/todays-methods.md's own-papers table differs: run {OWN_PAGE}"
     assert len(records) == 6 and "| `papers-scale/coupling+varied-s0` |" in text
 
@@ -136,6 +137,28 @@ def test_a_shipped_run_is_what_its_recipe_file_and_name_say(root):
         named = resolve(recipe, Cell.of(**cell), name_options(os.path.basename(record["run"])))
         assert (named.run, named.lengths) == (shipped.run, shipped.lengths), record["run"]
         assert named.name == os.path.basename(record["run"])
+
+
+def test_a_run_of_the_authors_recipe_is_what_the_recipe_file_resolves_today():
+    """``results/own-papers-authors``: made by the recipe file itself; its record's shape (the
+    block included), numbers, operand order, budget and tested lengths are those the file
+    resolves to now, so an edit of the file that would change the rerun fails here."""
+    recipe = load_recipe("recipes/own-papers-authors.yaml")
+    records = collect("results/own-papers-authors")
+    assert records
+    for record in records:
+        cell, given = command_options(record["command"])
+        assert cell.pop("recipe") == "own-papers-authors" and not given
+        run = resolve(recipe, Cell.of(**cell)).run
+        assert (record["shape"], record["train_digits"], record.get("operand_order", "msd")) == (
+            run.shape,
+            run.train_digits,
+            run.operand_order,
+        )
+        assert record["train_steps"] <= run.steps
+        assert sorted(map(int, record["accuracy"])) == list(
+            resolve(recipe, Cell.of(**cell)).lengths
+        )
 
 
 def command_options(command: str) -> tuple[dict, dict]:
