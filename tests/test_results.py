@@ -148,8 +148,10 @@ def test_a_run_of_the_authors_recipe_is_what_the_recipe_file_resolves_today():
     assert records
     for record in records:
         cell, given = command_options(record["command"])
-        assert cell.pop("recipe") == "own-papers-authors" and not given
-        run = resolve(recipe, Cell.of(**cell)).run
+        assert cell.pop("recipe") == "own-papers-authors"
+        experiment = resolve(recipe, Cell.of(**cell), given)
+        run = experiment.run
+        assert experiment.name == os.path.basename(record["run"])
         assert (record["shape"], record["train_digits"], record.get("operand_order", "msd")) == (
             run.shape,
             run.train_digits,
