@@ -3,8 +3,8 @@
 - ``Attention`` adds any bias broadcastable to ``[b h q k]`` to the pre-softmax scores and,
   when asked, returns the attention probabilities (no hooks, no patching).
 - Pre-LayerNorm blocks (``norm``, ``norm_position``, ``ff``: RMSNorm, a norm after each
-  sublayer too, a gated-GELU feed-forward, as Cho et al.'s script); 0 encoder layers means cross-attention reads the embedded input
-  directly (what the authors' code does).
+  sublayer too, a gated-GELU feed-forward, as Cho et al.'s script); 0 encoder layers means
+  cross-attention reads the embedded input directly (what the authors' code does).
 - The model owns its scaffold (an ABS window or ABC's line tables, ``abcmini.nn.lines``, ``abcmini.nn.windows``) and asks
   it for the size each pass needs.
 - ``greedy`` decodes a batch with a key/value cache: step ``t`` runs the decoder on one token
