@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from abcmini.config import POOL_DIGITS
 from abcmini.nn.schemes import TODAYS_SCHEMES
 from abcmini.outputs.published import ANCHORS
-from abcmini.outputs.report import describe_protocol, family, protocol, reach
+from abcmini.outputs.report import describe_protocol, draw_notes, family, protocol, reach
 
 BUDGET_KEYS = ("steps", "train_on", "min_steps")  # the overrides that set a run's budget
 
@@ -58,7 +58,7 @@ def legend_name(key: tuple, run: dict) -> str:
                 run.get("shape") or run.get("preset"),
                 f"1–{digits}{drawn}",
                 unequal,
-                "reversed operands" if run.get("operand_order") == "reversed" else "",
+                *draw_notes(run),
                 budget_text(key),
                 gpu_of(run),
             ),

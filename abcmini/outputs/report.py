@@ -536,18 +536,23 @@ def per_seed(results: list[dict], others: list[dict], lengths) -> str:
     )
 
 
-def drawn(record: dict) -> str:
-    """A record's method and, where it is not the protocol's, its training draw and input order:
+def draw_notes(record: dict) -> list[str]:
+    """Where a record's training draw or input order is not the protocol's, a few words each:
     runs that differ there are never pooled as seeds of one row."""
     fewest = record.get("min_operands", 2)
-    return record["method"] + "".join(
+    return [
         note
         for note, on in (
-            (f", {fewest}+ operands in training", fewest != 2),
-            (", reversed operands", record.get("operand_order", "msd") == "reversed"),
+            (f"{fewest}+ operands in training", fewest != 2),
+            ("reversed operands", record.get("operand_order", "msd") == "reversed"),
         )
         if on
-    )
+    ]
+
+
+def drawn(record: dict) -> str:
+    """A record's method with its ``draw_notes``."""
+    return ", ".join([record["method"], *draw_notes(record)])
 
 
 def stress_table(results: list[dict]) -> str:
@@ -936,8 +941,7 @@ def own_papers(records: list[dict]) -> str:
             else "—"
         )
         held = [reach(r["accuracy"], at, r["train_digits"]) for at in (0.99, 0.90)]
-        reversed_ = "reversed operands" if r.get("operand_order") == "reversed" else None
-        shape = ", ".join(filter(None, (r["shape"], reversed_)))
+        shape = ", ".join(filter(None, (r["shape"], *draw_notes(r))))
         lines.append(
             f"| `{label(r['run'])}` | {shape} | "
             f"1–{r['train_digits']} | {r['train_examples'] / 1e6:.2f} | "
