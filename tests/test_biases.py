@@ -1,5 +1,6 @@
 import torch
 
+from abcmini.nn.scaffolds import layer_biases
 from abcmini.nn.windows import Window, window_cross_bias, window_self_bias
 from abcmini.tasks import Form, detokenize, format_task
 
@@ -101,7 +102,7 @@ def test_window_rows_agree_across_sizes_anchored_at_the_least_significant_end():
     # the right-hand (least significant) corners coincide for rows that stay inside the input
     assert torch.equal(small, large[:8, -10:])
     assert (large[:8, :-10] == float("-inf")).all()
-    bias_self, bias_cross = Window(1, binary=True)(5, 9)
+    bias_self, bias_cross = layer_biases(Window(1, binary=True), 5, 9)[0]
     assert bias_self.shape == (1, 5, 5) and bias_cross.shape == (1, 5, 9)
 
 

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from abcmini.evaluate import pad_width_for
 from abcmini.nn.calibrate import calibrate
 from abcmini.nn.lines import Calibrated, LineBias, PerLayer, segments_of
-from abcmini.nn.scaffolds import scaffold_from_state
+from abcmini.nn.scaffolds import layer_biases, scaffold_from_state
 from abcmini.store import load_checkpoint, read_eval
 from abcmini.tasks import PLUS, SOS, detokenize, digit_mask, format_task, int_to_digits
 from cli import app
@@ -86,12 +86,12 @@ def test_a_per_layer_scaffold_gives_each_layer_its_own_bias_and_survives_its_sta
         calibrate(attention, 2.5, (0,), layout=trained),
     )
     scaffold = PerLayer((first, second))
-    biases = scaffold(14, 26, layout=trained)
+    biases = layer_biases(scaffold, 14, 26, trained)
     assert len(biases) == 2 and not torch.equal(biases[0][1], biases[1][1])
     restored = scaffold_from_state(scaffold.state())
     assert all(
         torch.equal(x, y)
-        for pair, again in zip(biases, restored(14, 26, layout=trained))
+        for pair, again in zip(biases, layer_biases(restored, 14, 26, trained))
         for x, y in zip(pair, again)
     )
     assert isinstance(scaffold_from_state(first.state()), Calibrated)
@@ -168,7 +168,7 @@ def test_a_model_trained_in_a_small_frame_is_tested_in_frames_as_wide_as_each_le
         a_last = layout(src)[1][1]
         assert a_last == len(src) - 1
         # the first 8 output rows, on `$` and on the operand's last 7 digits
-        _, cross = scaffold(8, len(src), layout=layout(src))
+        _, cross = layer_biases(scaffold, 8, len(src), layout(src))[0]
         cells = torch.isfinite(cross[:, :, [0, *range(a_last - 6, a_last + 1)]])
         if reference is None:
             reference = cells

@@ -3,6 +3,7 @@ import torch
 
 from abcmini.nn.config import PRESETS, ModelConfig
 from abcmini.nn.decoder import DecoderOnly
+from abcmini.nn.lines import SelfCross
 from abcmini.nn.model import Transformer, causal_bias
 from abcmini.nn.positions import alibi_bias, alibi_slopes, cyclic_positions
 from abcmini.nn.schemes import SCHEMES
@@ -17,15 +18,20 @@ def random_model(scheme="vanilla", period=0, scaffold=None, **overrides) -> Tran
     ).eval()
 
 
-class Fixed(torch.nn.Module):
-    """A scaffold that serves the top-left corner of two given biases, whatever size is asked."""
+class Corner(torch.nn.Module):
+    """A bias that serves the top-left corner of a given one, whatever rows and keys are asked."""
 
-    def __init__(self, self_bias, cross_bias):
+    def __init__(self, bias):
         super().__init__()
-        self.self_bias, self.cross_bias = self_bias, cross_bias
+        self.bias = bias
 
-    def forward(self, n_q, n_src, device=None, layout=None):
-        return self.self_bias[:, :n_q, :n_q], self.cross_bias[:, :n_q, :n_src]
+    def forward(self, q_pos, k_pos, layout=None):
+        return self.bias[:, : len(q_pos), : len(k_pos)]
+
+
+def Fixed(self_bias, cross_bias):
+    """A scaffold of two given biases."""
+    return SelfCross(Corner(self_bias), Corner(cross_bias))
 
 
 def batch(length=9, pad=12, n=48, task="successor"):

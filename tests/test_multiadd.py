@@ -24,7 +24,7 @@ from abcmini.nn.block_lines import (
     output_coordinates,
 )
 from abcmini.nn.calibrate import block_band, block_procedure, calibrate_blocks, rank_own
-from abcmini.nn.lines import NEG_INF
+from abcmini.nn.lines import NEG_INF, segments_of
 from abcmini.store import load_checkpoint
 from abcmini.tasks import (
     OPERANDS,
@@ -32,6 +32,7 @@ from abcmini.tasks import (
     SUM_EXTRA,
     Pool,
     detokenize,
+    digit_mask,
     extrapolation_operands,
     format_task,
     operand_count,
@@ -167,6 +168,12 @@ def test_block_coordinates_of_the_input_and_the_decoder():
     assert marker.tolist() == [True, False, False, True, False, False]
 
 
+def block_layout(width: int, blocks: int):
+    """The layout of a multiadd input of ``blocks`` operands of ``width`` digits."""
+    ex = format_task("multiadd", torch.zeros(1, blocks, width, dtype=torch.long), None, width)
+    return segments_of(digit_mask(ex.src[0]))
+
+
 def one_line(d: int, ell, cross: bool) -> BlockLines:
     """A one-head table with the single line ``(d, ℓ)`` open (``ell`` "marker": the block's marker)."""
     values = torch.full((1, 5, 8), NEG_INF)  # d from −2, ℓ from −3, marker last
@@ -180,7 +187,7 @@ def test_a_block_line_stays_on_its_digit_at_any_width_and_block_count():
         a = torch.randint(10, (1, blocks, width), generator=torch.Generator().manual_seed(width))
         ex = format_task("multiadd", a, None, width)
         assert ex.src.shape[1] == n_src and ex.tgt_in.shape[1] == n_q
-        same = one_line(0, 0, cross=True)(n_q, n_src, blocks)[0]
+        same = one_line(0, 0, cross=True)(n_q, n_src, block_layout(width, blocks))[0]
         for i in range(n_q):
             block, digit = divmod(i, width + SUM_EXTRA + 1)
             opened = (same[i] == 0).nonzero().flatten().tolist()
@@ -190,14 +197,14 @@ def test_a_block_line_stays_on_its_digit_at_any_width_and_block_count():
                 assert opened == [block * (width + 1) + width - digit]
             else:  # beyond the operand's digits (and the separator row): nothing, so the start marker
                 assert opened == [0]
-        previous = one_line(-1, 0, cross=False)(n_q, n_q, blocks)[0]
+        previous = one_line(-1, 0, cross=False)(n_q, n_q, block_layout(width, blocks))[0]
         row = (
             2 * (width + SUM_EXTRA + 1) + 3
         )  # block 2, digit 3: reads digit 3 of block 1 (column one step behind)
         assert (previous[row] == 0).nonzero().flatten().tolist() == [
             (width + SUM_EXTRA + 1) + 3 + 1
         ]
-        marker = one_line(1, "marker", cross=True)(n_q, n_src, blocks)[0]
+        marker = one_line(1, "marker", cross=True)(n_q, n_src, block_layout(width, blocks))[0]
         assert (marker[0] == 0).nonzero().flatten().tolist() == [
             width + 1
         ]  # the + before operand 1
@@ -210,12 +217,12 @@ def test_calibration_recovers_the_lines_the_attention_follows_in_any_frame():
     for width, blocks in ((7, 5), (10, 4)):
         n_src, n_q = blocks * (width + 1) + 1, blocks * (width + SUM_EXTRA + 1)
         truth = one_line(0, 0, cross=True)(
-            n_q, n_src, blocks
+            n_q, n_src, block_layout(width, blocks)
         )  # [1 q k]: rows on their digit, the rest on column 0
         attention = torch.softmax(truth, dim=-1)
         table = calibrate_blocks(attention, blocks, kappa=2.5, cross=True, min_support=0.5)
         assert list(table.lines()) == [("block +0", 0, [(0, 0.0)])]
-        assert torch.equal(table(n_q, n_src, blocks)[0], truth[0])
+        assert torch.equal(table(n_q, n_src, block_layout(width, blocks))[0], truth[0])
 
 
 SMALL = (
@@ -286,7 +293,7 @@ def test_a_blocks_marker_does_not_raise_the_digit_lines_dropoff():
         torch.tensor(0.6).log(),
     )  # (0, −1) and (−1, marker)
     parked = torch.softmax(
-        BlockLines(lines, -2, -5, cross=False)(n, n, blocks)[0].masked_fill(
+        BlockLines(lines, -2, -5, cross=False)(n, n, block_layout(width, blocks))[0].masked_fill(
             ~torch.ones(n, n, dtype=torch.bool).tril(), NEG_INF
         ),
         -1,
@@ -388,7 +395,10 @@ def test_block_lines_reach_the_neighbouring_blocks_only():
     lines[0, 2, 11] = lines[0, 3, 11] = 0.0  # (−2, marker) and (−1, marker)
     causal = ~torch.ones(n, n, dtype=torch.bool).tril()
     attention = torch.softmax(
-        BlockLines(lines, -4, -5, cross=False)(n, n, blocks)[0].masked_fill(causal, NEG_INF), -1
+        BlockLines(lines, -4, -5, cross=False)(n, n, block_layout(width, blocks))[0].masked_fill(
+            causal, NEG_INF
+        ),
+        -1,
     )
     table = calibrate_blocks(attention[None], blocks, kappa=2.5, cross=False, kappa_markers=0.0)
     assert {label for label, _, _ in table.lines()} == {"block -1"}
@@ -436,7 +446,10 @@ def test_line_focus_puts_each_rows_attention_on_the_lines_it_reads(script):
     lines[0, 2, 4], lines[0, 1, 11] = torch.tensor(0.25).log(), torch.tensor(0.75).log()
     causal = ~torch.ones(n, n, dtype=torch.bool).tril()
     attention = torch.softmax(
-        BlockLines(lines, -2, -5, cross=False)(n, n, blocks)[0].masked_fill(causal, NEG_INF), -1
+        BlockLines(lines, -2, -5, cross=False)(n, n, block_layout(width, blocks))[0].masked_fill(
+            causal, NEG_INF
+        ),
+        -1,
     )
     rows, keys = output_coordinates(n, blocks, keys=False), output_coordinates(n, blocks, keys=True)
     chosen = (rows[0] >= 1) & (rows[1] >= 1) & ~rows[2]

@@ -16,6 +16,7 @@ from abcmini.experiment import Cell, resolve
 from abcmini.nn.block_lines import BlockCalibrated, BlockLines, output_coordinates
 from abcmini.nn.calibrate import calibrate_blocks
 from abcmini.nn.lines import NEG_INF, segments_of
+from abcmini.nn.scaffolds import layer_biases
 from abcmini.pipeline import picture_examples
 from abcmini.recipes import MULTIADD
 from abcmini.store import load_checkpoint
@@ -137,7 +138,7 @@ def test_product_lines_read_a_at_the_blocks_shift_and_the_digit_of_b_the_block_n
         BlockLines(product_lines(), 0, -2, cross=True, products=True),
     )
     src = format_task("multiply", torch.tensor([[2]]), torch.tensor([[4]]), width).src[0]
-    _, bias = lines(n_q, n_src, layout=segments_of(digit_mask(src)))
+    _, bias = layer_biases(lines, n_q, n_src, segments_of(digit_mask(src)))[0]
     a_col, b_col = reads(width)
     opened = torch.isfinite(bias)
     has_a = a_col >= 0
@@ -172,7 +173,7 @@ def test_every_separator_row_sees_a_set_of_lines_no_other_row_of_its_block_sees(
         BlockLines(own, -1, -1, cross=False), BlockLines(cross, 0, -1, cross=True, products=True)
     )
     src = format_task("multiply", torch.tensor([[1, 2]]), torch.tensor([[3, 4]]), width).src[0]
-    self_bias, cross_bias = lines(n_q, n_src, layout=segments_of(digit_mask(src)))
+    self_bias, cross_bias = layer_biases(lines, n_q, n_src, segments_of(digit_mask(src)))[0]
     empty = torch.cat(
         [torch.isfinite(self_bias[:, :, 0]), torch.isfinite(cross_bias[:, :, 0])]
     )  # the no-NaN column
@@ -286,7 +287,9 @@ def test_the_carrys_line_on_a_is_kept_alone_and_a_lone_lag_line_of_multiadd_is_n
     n_src, n_q = sequence_lengths("multiadd", width, operands=blocks)
     lines = torch.full((1, 3, 4), NEG_INF)  # d from −1, ℓ from −2, marker last
     lines[0, 1, 1] = 0.0  # (0, −1): the operand's digit below the row's own
-    attention = torch.softmax(BlockLines(lines, -1, -2, cross=True)(n_q, n_src, blocks), dim=-1)
+    zeros = torch.zeros(1, blocks, width, dtype=torch.long)
+    layout = segments_of(digit_mask(format_task("multiadd", zeros, None, width).src[0]))
+    attention = torch.softmax(BlockLines(lines, -1, -2, cross=True)(n_q, n_src, layout), dim=-1)
     cells = block_lines_cells(tmp_path, "multiadd", width, attention, "all", "+0")
     assert cells["-1"].endswith("b") and not cells["0"].endswith(("*", "b"))
     assert block_lines_cells(tmp_path, "multiadd", width, attention, "all,-band", "+0")[

@@ -289,7 +289,7 @@ def test_fire_feeds_its_mlp_distances_normalized_into_0_1_at_every_length(causal
     fire.mlp[0].register_forward_hook(lambda module, args, out: seen.append(args[0]))
     for n in (10, 100, 2000):
         positions = torch.arange(n)
-        bias = fire(None, positions, positions)
+        bias = fire(positions, positions)
         assert bias.shape == (4, n, n)
         assert 0 <= seen[-1].min() and seen[-1].max() < 1
         diagonal = bias.diagonal(dim1=1, dim2=2)
@@ -304,20 +304,20 @@ def test_fire_builds_a_test_bias_once_and_forgets_it_when_the_parameters_may_mov
     fire.mlp[0].register_forward_hook(lambda module, args, out: builds.append(1))
     fire.eval()
     with torch.no_grad():
-        first = fire(None, positions, positions)
+        first = fire(positions, positions)
         assert (
-            torch.equal(fire(None, positions, positions), first) and len(builds) == 1
+            torch.equal(fire(positions, positions), first) and len(builds) == 1
         )  # one build for every batch of a test
         assert (
-            fire(None, positions[:20], positions[:20]).shape == (4, 20, 20) and len(builds) == 2
+            fire(positions[:20], positions[:20]).shape == (4, 20, 20) and len(builds) == 2
         )  # other positions: their own
     fire.train()
     optimizer = torch.optim.SGD(fire.parameters(), lr=1.0)
-    fire(None, positions, positions).sum().backward()
+    fire(positions, positions).sum().backward()
     optimizer.step()
     fire.eval()
     with torch.no_grad():
-        moved = fire(None, positions, positions)
+        moved = fire(positions, positions)
         assert torch.allclose(moved, fire.bias(positions, positions)) and not torch.allclose(
             moved, first
         )

@@ -17,7 +17,7 @@ import torch
 from einops import rearrange
 from torch import nn
 
-from abcmini.nn.lines import NEG_INF, Layout, SelfCross
+from abcmini.nn.lines import NEG_INF, Layout, SelfCross, indices
 
 
 def input_coordinates(
@@ -78,20 +78,31 @@ class BlockLines(nn.Module):
     """A calibrated block-line table ``values [h d (ℓ + 1)]`` (the last column: the block's
     marker), ``d`` from ``d_first``, ``ℓ`` from ``l_first``; −inf where no line was kept.
     ``cross``: keys are input columns (else decoder columns); ``products``: multiply's input
-    numbers a and b (``cell_offsets``)."""
+    numbers a and b (``cell_offsets``); ``growing``: each output block one token wider than the
+    one before (multiply's running sums, ``output_coordinates``; by default as ``products``)."""
 
     def __init__(
-        self, values: torch.Tensor, d_first: int, l_first: int, cross: bool, products: bool = False
+        self,
+        values: torch.Tensor,
+        d_first: int,
+        l_first: int,
+        cross: bool,
+        products: bool = False,
+        growing: bool | None = None,
     ):
         super().__init__()
         self.d_first, self.l_first, self.cross, self.products = d_first, l_first, cross, products
+        self.growing = products if growing is None else growing
         self.register_buffer("values", values)
 
-    def forward(
-        self, n_q: int, n_k: int, blocks: int, device=None, growing: bool = False
-    ) -> torch.Tensor:
-        """The ``[h q k]`` bias of an ``n_q × n_k`` attention over ``blocks`` output blocks
-        (``growing``: each one token wider than the one before, ``output_coordinates``)."""
+    def forward(self, q_pos, k_pos, layout: Layout | None = None) -> torch.Tensor:
+        """The ``[h q k]`` bias of a decoder's rows over its keys (indices ``0 … n−1``, or counts:
+        block coordinates are the whole matrix's) for an input of ``layout``."""
+        if layout is None:
+            raise ValueError("block lines need the input's layout (lines.segments_of)")
+        device, growing = self.values.device, self.growing
+        n_q, n_k = (len(indices(n)) for n in (q_pos, k_pos))
+        blocks = block_count(layout[-1][1] + 1, layout, growing)  # multiply's: digits of b
         heads, d_count, width = self.values.shape
         rows = output_coordinates(n_q, blocks, keys=False, device=device, growing=growing)
         keys = (
@@ -129,6 +140,7 @@ class BlockLines(nn.Module):
             self.l_first,
             self.cross,
             self.products,
+            self.growing,
         )
 
     def lines(self):
@@ -160,6 +172,7 @@ class BlockLines(nn.Module):
             "l_first": self.l_first,
             "cross": self.cross,
             "products": self.products,
+            "growing": self.growing,
         }
 
     @classmethod
@@ -170,6 +183,7 @@ class BlockLines(nn.Module):
             state["l_first"],
             state["cross"],
             state.get("products", False),
+            state.get("growing"),
         )
 
 
@@ -181,19 +195,12 @@ def block_count(n_src: int, layout: Layout, products: bool) -> int:
 
 class BlockCalibrated(SelfCross):
     """ABC's biases for a block output: decoder self- and cross-attention block-line tables, over
-    the input's ``block_count`` blocks."""
+    the input's ``block_count`` blocks. Both read one output, so its blocks grow for both where
+    the cross table's do."""
 
-    def forward(
-        self, n_q: int, n_src: int, device=None, layout: Layout | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        if layout is None:
-            raise ValueError("block lines need the input's layout (lines.segments_of)")
-        products = self.cross_attention.products  # multiply: its blocks grow by one digit each
-        blocks = block_count(n_src, layout, products)
-        return (
-            self.self_attention(n_q, n_q, blocks, device, products),
-            self.cross_attention(n_q, n_src, blocks, device, products),
-        )
+    def __init__(self, self_attention: BlockLines, cross_attention: BlockLines):
+        super().__init__(self_attention, cross_attention)
+        self_attention.growing = cross_attention.growing
 
     def state(self) -> dict:
         return {

@@ -475,7 +475,12 @@ def calibrate_blocks(
         (torch.arange(d_count, device=attention.device) + d_first).abs() > BLOCK_REACH, "d -> 1 d 1"
     )
     return BlockLines(
-        kept if products else kept.masked_fill(far, NEG_INF), d_first, l_first, cross, products
+        kept if products else kept.masked_fill(far, NEG_INF),
+        d_first,
+        l_first,
+        cross,
+        products,
+        growing,
     )
 
 
@@ -498,7 +503,9 @@ def rank_own(lines: BlockLines) -> BlockLines:
     reads_previous = rearrange(previous, "h -> h 1")
     ranked = torch.where(torch.isfinite(row), (ell + 1).to(row.dtype), row)
     values[:, own, :-1] = torch.where(below, torch.where(reads_previous, NEG_INF, ranked), row)
-    return BlockLines(values, lines.d_first, lines.l_first, lines.cross, lines.products)
+    return BlockLines(
+        values, lines.d_first, lines.l_first, lines.cross, lines.products, lines.growing
+    )
 
 
 def block_rules(min_support: float, rules=DEFAULT) -> dict:

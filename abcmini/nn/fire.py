@@ -39,7 +39,7 @@ class FIRE(nn.Module):
     def psi(self, x: torch.Tensor) -> torch.Tensor:
         return torch.log(self.c.abs() * x + 1)
 
-    def forward(self, q: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    def forward(self, q_pos, k_pos, layout=None, queries=None) -> torch.Tensor:
         """``[h q k]``: the bias of queries at ``q_pos [q]`` over keys at ``k_pos [k]`` (causal: a
         key after its query is masked, and gets the bias of distance 0). In eval mode without
         gradients the bias is built once per positions: a 500-digit test in batches of tens

@@ -37,16 +37,22 @@ def segments_of(is_digit: torch.Tensor) -> Layout:
     return tuple(segments)
 
 
+def indices(x, device=None) -> torch.Tensor:
+    """Rows or keys of an attention matrix as indices: a count ``n`` is ``0 … n−1``."""
+    return torch.arange(x, device=device) if isinstance(x, int) else x
+
+
 def line_ids(
-    n_q: int,
-    n_k: int,
+    rows,
+    keys,
     delta: int,
     right: bool = True,
     device=None,
     segment=None,
     verticals_right: bool = True,
 ) -> torch.Tensor:
-    """``[q k]`` index of the line of direction ``(1, Δ)`` through each cell.
+    """``[q k]`` index of the line of direction ``(1, Δ)`` through each cell of ``rows`` and
+    ``keys`` (indices, or counts: ``n`` is ``0 … n−1``; the keys are every column).
 
     ``right``: lines with Δ < 0 are counted from the top-right corner (cross-attention, whose
     least significant input digit is the last column), and verticals too unless
@@ -55,17 +61,18 @@ def line_ids(
     (``right`` False) every direction counts from there.
     ``segment (first, last)``: lines anchored at column ``last`` for every Δ; see ``in_segment``.
     """
-    i = rearrange(torch.arange(n_q, device=device), "q -> q 1")
-    j = rearrange(torch.arange(n_k, device=device), "k -> 1 k")
+    rows, keys = indices(rows, device), indices(keys, device)
+    i, j = rearrange(rows, "q -> q 1"), rearrange(keys, "k -> 1 k")
     if segment is not None:
         return j - delta * i - segment[1]
     from_right = right and (delta < 0 or (delta == 0 and verticals_right))
-    return j - delta * i - (n_k - 1 if from_right else 0)
+    return j - delta * i - (len(keys) - 1 if from_right else 0)
 
 
-def in_segment(n_q: int, n_k: int, segment, device=None) -> torch.Tensor:
+def in_segment(rows, keys, segment, device=None) -> torch.Tensor:
     """``[q k]``: the cells whose column lies in ``segment (first, last)`` (all, for None)."""
-    j = rearrange(torch.arange(n_k, device=device), "k -> 1 k").expand(n_q, n_k)
+    rows, keys = indices(rows, device), indices(keys, device)
+    j = rearrange(keys, "k -> 1 k").expand(len(rows), len(keys))
     return (
         torch.ones_like(j, dtype=torch.bool)
         if segment is None
@@ -152,26 +159,26 @@ class LineBias(nn.Module):
     def open_per_head(self) -> list[int]:
         return torch.isfinite(self.values).sum(dim=(0, 2)).tolist()
 
-    def forward(
-        self, n_q: int, n_k: int, device=None, layout: Layout | None = None
-    ) -> torch.Tensor:
-        """Materialize the ``[h q k]`` bias for an ``n_q × n_k`` attention matrix (anchored lines:
-        over keys of that ``layout``)."""
-        lines = self.values.shape[-1]
+    def forward(self, q_pos, k_pos, layout: Layout | None = None) -> torch.Tensor:
+        """The ``[h q k]`` bias of rows ``q_pos`` over keys ``k_pos`` (indices of the attention
+        matrix, or counts, ``indices``; the keys are every column; anchored lines: over keys of
+        that ``layout``)."""
+        device, lines = self.values.device, self.values.shape[-1]
+        q_pos, k_pos = indices(q_pos, device), indices(k_pos, device)
         values = torch.nn.functional.pad(
             self.values.to(device), (0, 1), value=NEG_INF
         )  # column `lines`: unknown
-        merged = torch.full((values.shape[1], n_q, n_k), NEG_INF, device=device)
+        merged = torch.full((values.shape[1], len(q_pos), len(k_pos)), NEG_INF, device=device)
         for index, (table, delta, first) in enumerate(zip(values, self.deltas, self.firsts)):
             segment = self.segment(index, layout)
-            ids = (
-                line_ids(n_q, n_k, delta, self.right, device, segment, self.verticals_right) - first
-            )
-            ids = ids.masked_fill(
-                (ids < 0) | (ids >= lines) | ~in_segment(n_q, n_k, segment, device), lines
+            ids = line_ids(q_pos, k_pos, delta, self.right, None, segment, self.verticals_right)
+            ids = (ids - first).masked_fill(
+                (ids < first) | (ids >= first + lines) | ~in_segment(q_pos, k_pos, segment), lines
             )
             cell = rearrange(
-                table.index_select(1, rearrange(ids, "q k -> (q k)")), "h (q k) -> h q k", q=n_q
+                table.index_select(1, rearrange(ids, "q k -> (q k)")),
+                "h (q k) -> h q k",
+                q=len(q_pos),
             )
             merged = torch.maximum(merged, cell)
         if self.open_corner:
@@ -230,8 +237,9 @@ class LineBias(nn.Module):
 
 
 class SelfCross(nn.Module):
-    """A decoder's self- and cross-attention tables, united and listed pairwise: what ABC's
-    scaffolds (``Calibrated``, ``block_lines.BlockCalibrated``) share."""
+    """A scaffold: a decoder's self- and cross-attention biases, each a module called as every
+    attention bias is, ``bias(q_pos, k_pos, layout) → [h q k]`` (ABS windows, ABC's line and
+    block-line tables), and ``per_layer`` the pair each decoder layer adds."""
 
     def __init__(self, self_attention: nn.Module, cross_attention: nn.Module):
         super().__init__()
@@ -243,6 +251,10 @@ class SelfCross(nn.Module):
             self.cross_attention.union(other.cross_attention),
         )
 
+    def per_layer(self, depth: int | None = None) -> list["SelfCross"]:
+        """The pair each of ``depth`` decoder layers adds (one pair for every layer)."""
+        return [self] * (depth or 1)
+
     def tables(self):
         """``(name, table)`` of each attention."""
         yield "cross", self.cross_attention
@@ -251,14 +263,6 @@ class SelfCross(nn.Module):
 
 class Calibrated(SelfCross):
     """The ABC biases of one model: decoder self- and cross-attention line tables."""
-
-    def forward(
-        self, n_q: int, n_src: int, device=None, layout: Layout | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(self_bias [h q q], cross_bias [h q s])``; the model adds the causal mask itself."""
-        return self.self_attention(n_q, n_q, device), self.cross_attention(
-            n_q, n_src, device, layout
-        )
 
     def state(self) -> dict:
         return {"self": self.self_attention.state(), "cross": self.cross_attention.state()}
@@ -276,10 +280,13 @@ class PerLayer(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(layers)
 
-    def forward(
-        self, n_q: int, n_src: int, device=None, layout: Layout | None = None
-    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        return [layer(n_q, n_src, device, layout) for layer in self.layers]
+    def per_layer(self, depth: int | None = None) -> list[Calibrated]:
+        """Layer ``l``'s pair for each of the model's ``depth`` decoder layers."""
+        if depth is not None and depth != len(self.layers):
+            raise ValueError(
+                f"a per-layer scaffold for {len(self.layers)} decoder layers on a model with {depth}"
+            )
+        return list(self.layers)
 
     def state(self) -> dict:
         return {"layers": [layer.state() for layer in self.layers]}

@@ -27,7 +27,7 @@ from abcmini.nn.positions import (
     significance,
     sinusoidal,
 )
-from abcmini.nn.scaffolds import per_layer
+from abcmini.nn.scaffolds import layer_biases
 from abcmini.nn.schemes import IN_ATTENTION
 from abcmini.nn.size_cache import cached
 from abcmini.nn.token_positions import TOKEN_SCHEMES, TokenPositions
@@ -67,7 +67,7 @@ class Attention(nn.Module):
     ``bias`` is what the caller hands in (a scaffold, the causal mask); a scheme acting inside the
     attention comes as modules that ``terms()`` builds (``positions.attention_terms``, after the
     projections, so a seed initializes the same weights): ``rotary`` turns queries and keys,
-    ``position_bias(q, q_pos, k_pos)`` adds its ``[... h q k]`` term to ``bias``.
+    ``position_bias(q_pos, k_pos, queries=q)`` adds its ``[... h q k]`` term to ``bias``.
     """
 
     def __init__(self, cfg: ModelConfig, terms=None):
@@ -100,7 +100,7 @@ class Attention(nn.Module):
         elif cache is not None:
             k, v = cache.extend(k, v, capacity)
         if self.position_bias is not None:
-            bias = _add(bias, self.position_bias(q, q_pos, k_pos))
+            bias = _add(bias, self.position_bias(q_pos, k_pos, queries=q))
         dropout = self.dropout if self.training else 0.0
         if (
             need_weights or q.shape[2] == 1
@@ -243,9 +243,9 @@ class DecoderLayer(nn.Module):
 
 class Scaffolded(nn.Module):
     """A model that adds a scaffold's biases to its attention (and, with a scheme of
-    ``token_positions``, each token's position to its embedding): ``scaffold(n_q, n_src, device,
-    layout) → (self_bias, cross_bias)`` (or a list of such pairs, one per layer), an ``nn.Module``
-    (``abcmini.nn.lines``, ``abcmini.nn.windows``) or None. The biases are kept per size, since training batches share one
+    ``token_positions``, each token's position to its embedding): a ``lines.SelfCross`` of
+    self- and cross-attention biases, each ``bias(q_pos, k_pos, layout) → [h q k]``
+    (``abcmini.nn.lines``, ``block_lines``, ``windows``), or None. The biases are kept per size, since training batches share one
     shape; the scaffold's buffers are part of the model's ``state_dict``."""
 
     def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):
@@ -325,12 +325,9 @@ class Scaffolded(nn.Module):
         self, n_q: int, n_src: int, device, layout: Layout | None, depth: int
     ) -> list[tuple]:
         """The scaffold's ``(self_bias, cross_bias)`` for each of ``depth`` layers (``(None, None)`` without one)."""
-        return per_layer(
-            self.scaffold(n_q, n_src, device, layout)
-            if self.scaffold is not None
-            else (None, None),
-            depth,
-        )
+        if self.scaffold is None:
+            return [(None, None)] * depth
+        return layer_biases(self.scaffold, n_q, n_src, layout, depth, device)
 
     def cached(self, key: tuple, build):
         """``build()``'s biases for a size ``key`` (shapes, layout, device), built once."""

@@ -70,7 +70,7 @@ class ALiBi(nn.Module):
         super().__init__()
         self.register_buffer("slopes", alibi_slopes(heads), persistent=False)
 
-    def forward(self, q: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    def forward(self, q_pos, k_pos, layout=None, queries=None) -> torch.Tensor:
         return alibi_bias(self.slopes, q_pos, k_pos)
 
 
@@ -86,8 +86,10 @@ class RelativePosition(nn.Module):
         self.table = nn.Embedding(2 * max_distance + 1, dim_head)
         nn.init.normal_(self.table.weight, std=dim_head**-0.5)
 
-    def forward(self, q: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
-        """``q`` is ``[b h q d]``; returns the ``[b h q k]`` logit term."""
+    def forward(self, q_pos, k_pos, layout=None, queries=None) -> torch.Tensor:
+        """The ``[b h q k]`` logit term of ``queries [b h q d]``: unlike every other bias, Shaw's
+        reads the queries."""
+        q = queries
         distance = rearrange(k_pos, "k -> 1 k") - rearrange(q_pos, "q -> q 1")
         index = distance.clamp(-self.max_distance, self.max_distance) + self.max_distance
         per_distance = (
@@ -111,7 +113,9 @@ def significance(digit: torch.Tensor, lsd_first: bool) -> torch.Tensor:
 
 def attention_terms(scheme: str | None, heads: int, dim_head: int, max_distance: int, causal: bool):
     """``(rotary, position_bias)`` of a scheme that acts inside self-attention (RoPE; ALiBi, Shaw
-    relative, FIRE), each None where it has none: the attention calls them and knows no names."""
+    relative, FIRE), each None where it has none: the attention calls them and knows no names.
+    A bias is called as every attention bias is, ``bias(q_pos, k_pos, layout, queries)`` →
+    ``[... h q k]`` (only Shaw's reads the queries)."""
     biases = {
         "alibi": lambda: ALiBi(heads),
         "relative": lambda: RelativePosition(dim_head, max_distance),

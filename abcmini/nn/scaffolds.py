@@ -1,8 +1,9 @@
-"""What every ABC scaffold shares: one from its stored state, its open lines as a record keeps
-them, and its biases per decoder layer (``Calibrated``: one pair for every layer; ``PerLayer``: a
-list, one per layer)."""
+"""What every scaffold shares: an ABC one from its stored state, its open lines as a record keeps
+them, and its biases per decoder layer (``per_layer``: one pair for every layer, or
+``PerLayer``'s one per layer)."""
 
 import torch
+from torch import nn
 
 from abcmini.nn.block_lines import BlockCalibrated
 from abcmini.nn.lines import Calibrated, PerLayer
@@ -43,19 +44,26 @@ def line_rows(scaffold: Calibrated | PerLayer | BlockCalibrated) -> list[tuple]:
     return rows
 
 
-def per_layer(biases, depth: int) -> list[tuple]:
-    """A scaffold's output as one ``(self_bias, cross_bias)`` pair per decoder layer."""
-    if isinstance(biases, list):
-        if len(biases) != depth:
-            raise ValueError(
-                f"a per-layer scaffold for {len(biases)} decoder layers on a model with {depth}"
+def layer_biases(
+    scaffold: nn.Module, n_q: int, n_src: int, layout=None, depth: int | None = None, device=None
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``(self_bias [h q q], cross_bias [h q s])`` of a scaffold for each of ``depth`` decoder
+    layers (None: as many as it has) for an ``n_q``-token output and ``n_src``-token input: each
+    bias called with the rows and keys of its matrix, a pair that serves several layers built once."""
+    rows, keys = torch.arange(n_q, device=device), torch.arange(n_src, device=device)
+    pairs, built = scaffold.per_layer(depth), {}
+    for pair in pairs:
+        if id(pair) not in built:
+            built[id(pair)] = (
+                pair.self_attention(rows, rows, layout),
+                pair.cross_attention(rows, keys, layout),
             )
-        return biases
-    return [biases] * depth
+    return [built[id(pair)] for pair in pairs]
 
 
-def stacked(biases) -> tuple[torch.Tensor, torch.Tensor]:
-    """A scaffold's output as one ``(self [(layers h) q k], cross)`` pair, layers one after another (figures)."""
-    if not isinstance(biases, list):
-        return biases
-    return tuple(torch.cat([pair[kind] for pair in biases]) for kind in (0, 1))
+def stacked(
+    scaffold: nn.Module, n_q: int, n_src: int, layout=None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A scaffold's ``(self [(layers h) q k], cross)``, its layers one after another (figures)."""
+    pairs = layer_biases(scaffold, n_q, n_src, layout)
+    return tuple(torch.cat([pair[kind] for pair in pairs]) for kind in (0, 1))

@@ -415,7 +415,7 @@ def cell_html(record: dict, first: bool) -> tuple[str, bool]:
     first = False
     if model.scaffold is not None:
         self_bias, cross_bias = stacked(
-            model.scaffold(one.tgt_out.shape[1], len(tokens), layout=model.layout(one.src))
+            model.scaffold, one.tgt_out.shape[1], len(tokens), model.layout(one.src)
         )
         kind = (
             "ABC bias" if not isinstance(model.scaffold, Window) else f"ABS window w = {cfg.window}"

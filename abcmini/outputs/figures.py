@@ -159,7 +159,7 @@ def attention_figures(model, examples: dict[int, Example], title: str) -> dict[s
 def bias_figures(bias, n_q: int, src_tokens: str, title: str) -> dict[str, plt.Figure]:
     """A scaffold (ABS window or ABC bias) materialized for one geometry, per head."""
     layout = segments_of(torch.tensor([token.isdigit() for token in src_tokens]))
-    self_bias, cross_bias = stacked(bias(n_q, len(src_tokens), layout=layout))
+    self_bias, cross_bias = stacked(bias, n_q, len(src_tokens), layout)
     return {
         "bias/cross": heatmap_grid(
             cross_bias, f"{title}: cross-attention bias", ROWS, "input token", src_tokens, "bias"
@@ -178,9 +178,10 @@ def calibration_figures(
     calibration geometry, cross and self."""
     tokens = detokenize(example.src[0])
     self_bias, cross_bias = stacked(
-        calibrated(
-            example.tgt_out.shape[1], len(tokens), layout=segments_of(digit_mask(example.src[0]))
-        )
+        calibrated,
+        example.tgt_out.shape[1],
+        len(tokens),
+        segments_of(digit_mask(example.src[0])),
     )
     names = (
         [f"layer {layer} head {h}" for layer in layers for h in range(self_avg.shape[1])]
