@@ -73,6 +73,12 @@ class ModelConfig:
                 f"cpi_unit is token, or pair from the end of an encoder-decoder's input, not {self.cpi_unit!r}"
             )
 
+    @property
+    def sinusoidal_scale(self) -> float:
+        """The sinusoidal encoding's amplitude on the token embeddings: ``pe_scale`` for vanilla,
+        0 for every other scheme."""
+        return self.pe_scale if self.scheme == "vanilla" else 0.0
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -23,7 +23,6 @@ from abcmini.nn.config import ModelConfig
 from abcmini.nn.lines import NEG_INF, Layout
 from abcmini.nn.model import Block, KVCache, Scaffolded, Transformer, causal_bias, norm, rows
 from abcmini.nn.positions import joint_positions
-from abcmini.nn.schemes import IN_ATTENTION
 
 
 def joint_bias(self_bias, cross_bias, n_src: int, n_q: int, device=None) -> torch.Tensor:
@@ -49,8 +48,7 @@ class DecoderOnly(Scaffolded):
 
     def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):
         super().__init__(cfg, scaffold)
-        inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
-        self.layers = nn.ModuleList(Block(cfg, inner, causal=True) for _ in range(cfg.dec_layers))
+        self.layers = nn.ModuleList(Block(cfg, causal=True) for _ in range(cfg.dec_layers))
         self.norm = norm(cfg)
         self.to_logits = nn.Linear(cfg.d_model, cfg.vocab_size)
 

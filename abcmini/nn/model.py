@@ -28,9 +28,8 @@ from abcmini.nn.positions import (
     sinusoidal,
 )
 from abcmini.nn.scaffolds import layer_biases
-from abcmini.nn.schemes import IN_ATTENTION
 from abcmini.nn.size_cache import cached
-from abcmini.nn.token_positions import TOKEN_SCHEMES, TokenPositions
+from abcmini.nn.token_positions import token_positions
 
 
 def causal_bias(n_q: int, n_k: int, offset: int = 0, device=None) -> torch.Tensor:
@@ -125,10 +124,11 @@ class Attention(nn.Module):
         return self.to_out(rearrange(v, "b h n d -> b n (h d)"))
 
 
-def in_attention(cfg: ModelConfig, scheme: str | None, causal: bool):
-    """What builds ``scheme``'s terms inside one attention (None: nothing to build)."""
-    return scheme and functools.partial(
-        attention_terms, scheme, cfg.heads, cfg.d_model // cfg.heads, cfg.max_distance, causal
+def in_attention(cfg: ModelConfig, causal: bool):
+    """What builds the terms ``cfg``'s scheme adds inside one self-attention (``attention_terms``:
+    none for a scheme that acts elsewhere)."""
+    return functools.partial(
+        attention_terms, cfg.scheme, cfg.heads, cfg.d_model // cfg.heads, cfg.max_distance, causal
     )
 
 
@@ -177,11 +177,11 @@ class Block(nn.Module):
     """Pre-LayerNorm self-attention and feed-forward: an encoder layer, and a decoder-only
     model's layer (with a key/value ``cache`` when decoding). Returns ``(x, probs)``."""
 
-    def __init__(self, cfg: ModelConfig, inner: str | None, causal: bool):
+    def __init__(self, cfg: ModelConfig, causal: bool):
         super().__init__()
         self.norm_attn, self.norm_ff = norm(cfg), norm(cfg)
         self.post_attn, self.post_ff = post_norm(cfg), post_norm(cfg)
-        self.attn = Attention(cfg, in_attention(cfg, inner, causal))
+        self.attn = Attention(cfg, in_attention(cfg, causal))
         self.ff, self.drop = feed_forward(cfg), nn.Dropout(cfg.dropout)
 
     def forward(
@@ -201,11 +201,11 @@ class Block(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig, inner: str | None):
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.norm_self, self.norm_cross, self.norm_ff = (norm(cfg) for _ in range(3))
         self.post_self, self.post_cross, self.post_ff = (post_norm(cfg) for _ in range(3))
-        self.self_attn = Attention(cfg, in_attention(cfg, inner, causal=True))
+        self.self_attn = Attention(cfg, in_attention(cfg, causal=True))
         self.cross_attn = Attention(cfg)
         self.ff, self.drop = feed_forward(cfg), nn.Dropout(cfg.dropout)
 
@@ -251,30 +251,14 @@ class Scaffolded(nn.Module):
     def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):
         super().__init__()
         self.cfg, self.scaffold, self._biases = cfg, scaffold, {}
-        self.token_positions = (
-            TokenPositions(
-                cfg.scheme,
-                cfg.d_model,
-                cfg.digit_tokens,
-                cfg.pe_scale,
-                cfg.max_position,
-                cfg.coupling_levels,
-                cfg.lsd_input,
-            )
-            if cfg.scheme in TOKEN_SCHEMES
-            else None
-        )
+        self.token_positions = token_positions(cfg)
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
 
     def embed_tokens(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """Token embedding (``N(0, 1)`` entries), plus ``pe_scale`` times the sinusoidal encoding
-        for ``vanilla`` (``pe_scale < 1`` makes positions a weak signal next to the tokens)."""
-        x = self.embed(tokens)
-        return (
-            x + self.cfg.pe_scale * sinusoidal(pos, self.cfg.d_model)
-            if self.cfg.scheme == "vanilla"
-            else x
-        )
+        """Token embedding (``N(0, 1)`` entries), plus the sinusoidal encoding at the config's
+        ``sinusoidal_scale`` (``pe_scale < 1`` makes positions a weak signal next to the tokens)."""
+        x, scale = self.embed(tokens), self.cfg.sinusoidal_scale
+        return x + scale * sinusoidal(pos, self.cfg.d_model) if scale else x
 
     def shift(self, src: torch.Tensor, n_q: int):
         """One draw of the token positions' shifts for a batch (``token_positions.TokenPositions.draw``):
@@ -310,7 +294,7 @@ class Scaffolded(nn.Module):
     def batch_invariant(self) -> bool:
         """Whether an example's logits do not depend on the batch around it: not so for randomized
         positions, whose test draw gives each row of a batch its own positions."""
-        return self.token_positions is None or self.token_positions.scheme != "random"
+        return self.token_positions is None or self.token_positions.batch_invariant
 
     def set_scaffold(self, scaffold: nn.Module | None) -> None:
         """Another scaffold (or None): biases of the old one are never served."""
@@ -339,10 +323,9 @@ class Transformer(Scaffolded):
 
     def __init__(self, cfg: ModelConfig, scaffold: nn.Module | None = None):
         super().__init__(cfg, scaffold)
-        inner = cfg.scheme if cfg.scheme in IN_ATTENTION else None
-        self.encoder = nn.ModuleList(Block(cfg, inner, causal=False) for _ in range(cfg.enc_layers))
+        self.encoder = nn.ModuleList(Block(cfg, causal=False) for _ in range(cfg.enc_layers))
         self.enc_norm = norm(cfg) if cfg.enc_layers else nn.Identity()
-        self.decoder = nn.ModuleList(DecoderLayer(cfg, inner) for _ in range(cfg.dec_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.dec_layers))
         self.dec_norm = norm(cfg)
         self.to_logits = nn.Linear(cfg.d_model, cfg.vocab_size)
 

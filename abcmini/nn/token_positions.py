@@ -17,6 +17,21 @@ from abcmini.nn.size_cache import cached
 TOKEN_SCHEMES = ("random", "abacus", "coupling")
 
 
+def token_positions(cfg) -> "TokenPositions | None":
+    """The token positions of a ``ModelConfig``'s scheme (None: its tokens get none)."""
+    if cfg.scheme not in TOKEN_SCHEMES:
+        return None
+    return TokenPositions(
+        cfg.scheme,
+        cfg.d_model,
+        cfg.digit_tokens,
+        cfg.pe_scale,
+        cfg.max_position,
+        cfg.coupling_levels,
+        cfg.lsd_input,
+    )
+
+
 class TokenPositions(nn.Module):
     def __init__(
         self,
@@ -50,6 +65,12 @@ class TokenPositions(nn.Module):
             nn.Embedding(self.max_position + 1, dim) if levels == 3 else None
         )  # … and multiply's third
         self._test_draws = {}  # a test's randomized positions, drawn once per (batch, length): every decoding step reads them
+
+    @property
+    def batch_invariant(self) -> bool:
+        """Whether an example's positions do not depend on its batch: randomized positions' test
+        draw gives each row of a batch its own."""
+        return self.scheme != "random"
 
     def draw(self, batch: int, longest: int, device, count: int = 0) -> torch.Tensor | None:
         """``[batch]``: each example's shift of its ids, Abacus's offset ``k`` or Coupling's start
