@@ -8,7 +8,7 @@ and the retraining, tied by group and by artifacts (source model → bias → re
 import os
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -25,6 +25,7 @@ from abcmini.evaluate import (
 )
 from abcmini.experiment import ABC_BIAS, Experiment, RunConfig
 from abcmini.limits import EVAL_BUDGET, batch_for, check_evaluation, check_writable, example_bytes
+from abcmini.nn import InputError
 from abcmini.nn.block_lines import BlockCalibrated, block_count
 from abcmini.nn.calibrate import (
     algorithm1,
@@ -34,6 +35,7 @@ from abcmini.nn.calibrate import (
     calibrated_layers,
     procedure,
 )
+from abcmini.nn.decoder import build_model
 from abcmini.nn.lines import Calibrated, PerLayer, segments_of
 from abcmini.nn.scaffolds import line_rows, open_lines, scaffold_from_state
 from abcmini.outputs.figures import attention_figures, bias_figures, calibration_figures, close
@@ -927,13 +929,29 @@ def test_frames(
 
 
 def check_cell_evaluation(experiment: Experiment, device) -> None:
-    """Refuse, before training, a cell whose tests cannot fit in memory at its widest frame."""
-    check_evaluation(
-        experiment.run,
-        max(test_frames(experiment, experiment.run, experiment.lengths)),
-        device,
-        operand_count(max(experiment.lengths)),
-    )
+    """Refuse, before training, a cell whose tests cannot fit in memory at its widest frame, or
+    whose longest test needs positions its model lacks."""
+    widest = max(test_frames(experiment, experiment.run, experiment.lengths))
+    check_evaluation(experiment.run, widest, device, operand_count(max(experiment.lengths)))
+    check_positions(experiment.run, max(experiment.lengths), widest)
+
+
+def check_positions(cfg: RunConfig, length: int, frame: int) -> None:
+    """Refuse a test at ``length`` digits whose example needs more positions than the model's
+    table or range holds (Abacus's and Coupling's ids, randomized positions): one example of it
+    through the model's own positions, in the model without layers."""
+    shell = build_model(replace(cfg.model_config(), enc_layers=0, dec_layers=0))
+    if shell.token_positions is None:
+        return
+    a, b = extrapolation_operands(cfg.task, length, 0)
+    example = format_task(cfg.task, a[:1], None if b is None else b[:1], frame, cfg.form)
+    try:
+        with torch.no_grad():
+            shell.eval()(example.src, example.tgt_in)
+    except InputError as error:
+        raise UserError(
+            f"a test at {length} digits: {error}; raise --max-position or test shorter --lengths"
+        ) from None
 
 
 def evaluate_run(
@@ -966,6 +984,7 @@ def evaluate_run(
         raise UserError(f"{cfg.task} has no stress families (abcmini.stress)")
     most = 2 * operand_count(max(lengths)) if stress else operand_count(max(lengths))
     check_evaluation(cfg, max(frames), device, most)  # fits, and the record can be written
+    check_positions(cfg, max(lengths), max(frames))
     check_writable(run_dir, "RUN_DIR")
     read_eval(run_dir)  # a record of the wrong shape is refused before any work
     test_seed = test_seed if test_seed is not None else experiment.test_seed if experiment else 0

@@ -461,3 +461,17 @@ def test_the_commit_a_record_names_is_the_one_its_process_started_with(tmp_path)
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [first, first]
+
+
+def test_a_test_past_the_position_table_is_refused_before_training_and_one_that_fits_is_not(
+    tmp_path,
+):
+    """Coupling's ids of a 20-digit Addition reach 21 (its answer's digits): a table of 16 ids
+    cannot test it, which a dry run says in one line; 14 digits (ids to 15) fit."""
+    cell = ["train", "--recipe", "decoder", "--task", "addition", "--method", "coupling+varied"]
+    small = [*cell, "--max-position", "16", "--out", tmp_path / "run", "--dry-run"]
+    refused = invoke(*small, "--lengths", "20")
+    assert refused.exit_code == 2, refused.output
+    assert "a test at 20 digits: position id 21 exceeds the coupling table's 16" in refused.output
+    assert "Traceback" not in refused.output and not (tmp_path / "run").exists()
+    assert invoke(*small, "--lengths", "14").exit_code == 0
