@@ -8,7 +8,8 @@ own paper's shape with at least ABC's budget, ``recipes/common-protocol.yaml``) 
 made before the recipe, by a driver that doubled a step cap and restarted the schedule for runs
 that had not converged; each record's ``command`` and ``train_steps`` say how it ran.
 
-``python lab/common_protocol.py table``: the page's tables from those records;
+``python lab/common_protocol.py table``: the page's tables from those records, and a third from
+the cells the recipes ran themselves (``results/common-protocol``, ``-tables``, ``-authors``);
 ``python lab/common_protocol.py plot PNG``: the length sweep as a figure (``sweep_plot``).
 """
 
@@ -26,13 +27,15 @@ from abcmini.config import (
     POOL_DIGITS as POOL,
 )  # the pool's longest number: the recipes' training length
 from abcmini.outputs.method_views import on_a_gpu
-from abcmini.outputs.report import held_to, reach
+from abcmini.outputs.report import draw_notes, held_to, reach
 
 OUT = os.path.join("results", "experiments", "common-protocol")
 LENGTHS = (6, 10, 20, 60, 100, 200, 500)  # the long protocol's
 METHODS = ("random+varied", "fire+varied", "abacus+varied", "coupling+varied")
 TASKS = ("successor", "addition", "nx1")
 SWEEP = (7, 15, 30)  # the training lengths of the sweep (Addition)
+RECIPES = ("common-protocol", "common-protocol-tables", "common-protocol-authors")
+RECIPE_LENGTHS = (7, 10, 14, 20, 35, 60)  # to the longest a 64-id table holds
 NONE = 0.1  # where the sweep's plot puts a seed that holds no tested length at 99%
 
 
@@ -144,6 +147,40 @@ def sweep_table(found: list[dict]) -> None:
             )
 
 
+def recipe_records() -> list[dict]:
+    """The cells the recipes ran: ``results/RECIPE/TASK/METHOD-sSEED/eval.json``."""
+    return [
+        {**json.load(open(path)), "root": path.split(os.sep)[1]}
+        for recipe in RECIPES
+        for path in sorted(glob.glob(os.path.join("results", recipe, "*", "*", "eval.json")))
+    ]
+
+
+def recipe_table(found: list[dict]) -> None:
+    """One row a recipe, task and method: exact match by length, median [range] over seeds."""
+    print(
+        "| recipe | task | method | shape | seeds | "
+        + " | ".join(map(str, RECIPE_LENGTHS))
+        + " | ≥ 90% to, per seed | steps | examples (M) |"
+    )
+    print("|---|---|---|---|---|" + "---|" * len(RECIPE_LENGTHS) + "---|---|---|")
+    for recipe, task, method in itertools.product(RECIPES, TASKS, METHODS):
+        runs = [r for r in found if (r["root"], r["task"], r["method"]) == (recipe, task, method)]
+        if not runs:
+            continue
+        tested = [
+            [r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]] for n in RECIPE_LENGTHS
+        ]
+        middle = sorted(runs, key=lambda r: r["train_steps"])[len(runs) // 2]
+        shape = ", ".join(filter(None, (runs[0]["shape"], *draw_notes(runs[0]))))
+        print(
+            f"| `{recipe}` | {task} | `{method}` | {shape} | {len(runs)} | "
+            + " | ".join(cell(values) if values else "–" for values in tested)
+            + f" | {' / '.join(reach(r['accuracy'], 0.90) for r in runs)} | "
+            f"{middle['train_steps']:,} | {middle['train_examples'] / 1e6:.2f} |"
+        )
+
+
 def sweep_plot(found: list[dict]) -> Figure:
     """Extrapolation ratio (the longest length held at 99%, over the training length) against
     the training length: a line through each method's medians, its seeds as dots. A seed that
@@ -199,5 +236,7 @@ if __name__ == "__main__":
         call(grid_table, records())
         print()
         call(sweep_table, abc_at_pool() + records())
+        print()
+        call(recipe_table, recipe_records())
     else:
         call(lambda: sweep_plot(abc_at_pool() + records()).savefig(given.png, dpi=120))

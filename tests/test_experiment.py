@@ -291,7 +291,15 @@ def test_a_model_shape_set_by_options_is_the_runs_and_a_protocol_of_its_own():
 
     options = ("--layers", 1, "--heads", 4, "--d-model", 128, "--max-position", 64)
     run = dry_run(
-        "--recipe", "decoder", "--task", "addition", "--method", "coupling", *map(str, options)
+        "--recipe",
+        "decoder",
+        "--task",
+        "addition",
+        "--method",
+        "coupling",
+        *map(str, options),
+        "--lengths",
+        "6,10,20",  # what 64 ids hold
     )["experiment"]["run"]
     cfg = RunConfig(**run)
     model = build_model(cfg.model_config())
