@@ -1,4 +1,4 @@
-"""Where a block output goes wrong (docs/multi-operand.md, "What broke first" and "First run").
+"""Where a block output goes wrong (docs/multi-operand.md, "What the formats and the lines had to get right").
 
 ``python lab/block_errors.py RUN_DIR LENGTHS [EXAMPLES] [--rows]``: for a trained multiadd or
 multiply run, the first EXAMPLES (default 200) of each length's test set in the frame the run is

@@ -1,5 +1,5 @@
 """Where a trained multiadd model's attention goes, line by line, in chosen rows
-(docs/multi-operand.md, "Why seed 1 breaks at 14 digits").
+(docs/multi-operand.md, "Why seeds 1 and 2 needed rule `rank_own`").
 
 ``python lab/line_focus.py RUN_DIR LENGTH ROWS [ROWS ...] [--examples N] [--from-block B]
 [--lines K]``: the first N (default 100) examples of the test set at LENGTH, one teacher-forced

@@ -1,5 +1,5 @@
 """A multiadd or multiply bias file with some of one head's block lines closed or ranked
-(docs/multi-operand.md, "Why seed 1 breaks at 14 digits").
+(docs/multi-operand.md, "Why seeds 1 and 2 needed rule `rank_own`").
 
 ``python lab/set_lines.py BIAS_FILE OUT self|cross HEAD LINE [LINE ...]``: LINE is ``d:ℓ``
 (block offset and digit offset, as ``lab/block_lines.py`` prints them) or ``d:m`` (the

@@ -489,7 +489,7 @@ def rank_own(lines: BlockLines) -> BlockLines:
     ``(−1, 0)`` loses the row's own digit lines ``(0, ℓ < 0)``, and every other head's are ranked
     by distance, ``(0, ℓ)`` at ``ℓ + 1`` (0, −1, −2, …). In rows whose training sums were all 0,
     every line a head reads holds a 0 and content cannot teach a choice among them; the bias
-    makes it (docs/multi-operand.md, "Ranked lines")."""
+    makes it (docs/multi-operand.md, "Why seeds 1 and 2 needed rule `rank_own`")."""
     values = lines.values.clone()
     own, zero = -lines.d_first, -lines.l_first  # the table's indices of block offset 0 and ℓ 0
     ell = torch.arange(values.shape[-1] - 1, device=values.device) + lines.l_first
