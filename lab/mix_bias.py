@@ -1,5 +1,5 @@
 """An ABC bias file made of two: one file's lines with some attention's heads taken from another
-(docs/todays-methods.md, "The sweep at 15 digits": which lines of a calibration make it fail).
+(docs/todays-methods.md, "One protocol, fair to all": which lines of a calibration make it fail).
 
 ``python lab/mix_bias.py BASE OTHER OUT PART [PART ...]``: OUT holds BASE's lines except in
 each PART, which holds OTHER's: ``self`` or ``cross`` (a whole attention) or ``cross:H`` (head H
