@@ -44,7 +44,7 @@ ANCHORS = (
         "> 95%",
     ),
     Anchor(
-        "FIRE + index hints",
+        "FIRE + randomized positions + index hints",
         "fire",
         "Zhou et al. 2024, arXiv:2402.09371",
         "addition",

@@ -935,8 +935,8 @@ def own_papers(records: list[dict]) -> str:
         )
         anchor = anchors.get(r["scheme"])
         paper = (
-            f"1–{anchor.trained_digits} → {anchor.tested_digits} ({anchor.ratio:.2f}×), "
-            f"{anchor.accuracy}"
+            f"{anchor.method}: 1–{anchor.trained_digits} → {anchor.tested_digits} "
+            f"({anchor.ratio:.2f}×), {anchor.accuracy}"
             if anchor
             else "—"
         )
