@@ -49,6 +49,12 @@ def cell(values: list[float]) -> str:
     )
 
 
+def by_length(runs: list[dict], lengths) -> list[str]:
+    """Each length's median [range] over the runs tested there ("–": none was)."""
+    tested = [[r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]] for n in lengths]
+    return [cell(values) if values else "–" for values in tested]
+
+
 def records() -> list[dict]:
     """The records in ``OUT``, each with its cell from the file name (``method``, ``digits``,
     ``numbers``, ``seed``)."""
@@ -95,12 +101,10 @@ def grid_table(found: list[dict]) -> None:
         ]
         if not runs:
             continue
-        tested = [[r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]] for n in LENGTHS]
-        by_length = [cell(values) if values else "–" for values in tested]
         middle = sorted(runs, key=lambda r: r["train_steps"])[len(runs) // 2]
         print(
             f"| {task} | `{method}` | {numbers} | {runs[0]['shape']} | {len(runs)} | "
-            + " | ".join(by_length)
+            + " | ".join(by_length(runs, LENGTHS))
             + f" | {' / '.join(reach(r['accuracy'], 0.90) for r in runs)} | {middle['train_steps']:,} | {middle['train_examples'] / 1e6:.2f} | {middle['train_seconds']:,.0f} | "
             f"{cell([r['valid_acc'] for r in runs])} |"
         )
@@ -168,14 +172,11 @@ def recipe_table(found: list[dict]) -> None:
         runs = [r for r in found if (r["root"], r["task"], r["method"]) == (recipe, task, method)]
         if not runs:
             continue
-        tested = [
-            [r["accuracy"][str(n)] for r in runs if str(n) in r["accuracy"]] for n in RECIPE_LENGTHS
-        ]
         middle = sorted(runs, key=lambda r: r["train_steps"])[len(runs) // 2]
         shape = ", ".join(filter(None, (runs[0]["shape"], *draw_notes(runs[0]))))
         print(
             f"| `{recipe}` | {task} | `{method}` | {shape} | {len(runs)} | "
-            + " | ".join(cell(values) if values else "–" for values in tested)
+            + " | ".join(by_length(runs, RECIPE_LENGTHS))
             + f" | {' / '.join(reach(r['accuracy'], 0.90) for r in runs)} | "
             f"{middle['train_steps']:,} | {middle['train_examples'] / 1e6:.2f} |"
         )
