@@ -79,20 +79,15 @@ class BlockLines(nn.Module):
     marker), ``d`` from ``d_first``, ``ℓ`` from ``l_first``; −inf where no line was kept.
     ``cross``: keys are input columns (else decoder columns); ``products``: multiply's input
     numbers a and b (``cell_offsets``); ``growing``: each output block one token wider than the
-    one before (multiply's running sums, ``output_coordinates``; by default as ``products``)."""
+    one before (multiply's running sums, ``output_coordinates``): a table with ``products`` grows,
+    and ``BlockCalibrated`` gives its self-attention table its cross table's."""
 
     def __init__(
-        self,
-        values: torch.Tensor,
-        d_first: int,
-        l_first: int,
-        cross: bool,
-        products: bool = False,
-        growing: bool | None = None,
+        self, values: torch.Tensor, d_first: int, l_first: int, cross: bool, products: bool = False
     ):
         super().__init__()
         self.d_first, self.l_first, self.cross, self.products = d_first, l_first, cross, products
-        self.growing = products if growing is None else growing
+        self.growing = products
         self.register_buffer("values", values)
 
     def forward(self, q_pos, k_pos, layout: Layout | None = None) -> torch.Tensor:
@@ -140,7 +135,6 @@ class BlockLines(nn.Module):
             self.l_first,
             self.cross,
             self.products,
-            self.growing,
         )
 
     def lines(self):
@@ -172,7 +166,6 @@ class BlockLines(nn.Module):
             "l_first": self.l_first,
             "cross": self.cross,
             "products": self.products,
-            "growing": self.growing,
         }
 
     @classmethod
@@ -183,7 +176,6 @@ class BlockLines(nn.Module):
             state["l_first"],
             state["cross"],
             state.get("products", False),
-            state.get("growing"),
         )
 
 

@@ -475,12 +475,7 @@ def calibrate_blocks(
         (torch.arange(d_count, device=attention.device) + d_first).abs() > BLOCK_REACH, "d -> 1 d 1"
     )
     return BlockLines(
-        kept if products else kept.masked_fill(far, NEG_INF),
-        d_first,
-        l_first,
-        cross,
-        products,
-        growing,
+        kept if products else kept.masked_fill(far, NEG_INF), d_first, l_first, cross, products
     )
 
 
@@ -503,9 +498,7 @@ def rank_own(lines: BlockLines) -> BlockLines:
     reads_previous = rearrange(previous, "h -> h 1")
     ranked = torch.where(torch.isfinite(row), (ell + 1).to(row.dtype), row)
     values[:, own, :-1] = torch.where(below, torch.where(reads_previous, NEG_INF, ranked), row)
-    return BlockLines(
-        values, lines.d_first, lines.l_first, lines.cross, lines.products, lines.growing
-    )
+    return BlockLines(values, lines.d_first, lines.l_first, lines.cross, lines.products)
 
 
 def block_rules(min_support: float, rules=DEFAULT) -> dict:

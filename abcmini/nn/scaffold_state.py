@@ -76,9 +76,8 @@ def check_block_lines(state: dict, heads: int, where: str) -> None:
     for name in ("d_first", "l_first"):
         integers([field(state, name, int, where)], f"{where}.{name}")
     field(state, "cross", bool, where)
-    for name in ("products", "growing"):
-        if name in state:
-            field(state, name, bool, where)
+    if "products" in state:
+        field(state, "products", bool, where)
 
 
 def field(state: dict, name: str, kind: type, where: str):
