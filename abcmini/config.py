@@ -24,6 +24,7 @@ from abcmini.nn.schemes import SCHEMES
 
 POOL_DIGITS = len(str(2**20))  # L_int: the longest operand in the pool has 7 digits
 TEST_FRAMES = ("fixed", "follows")
+HINT_TASKS = ("successor", "addition", "nx1")  # what index hints are defined for
 UNEQUAL_TASKS = (
     "addition",
     "multiadd",
@@ -50,10 +51,12 @@ def check_window_unit(value: str) -> None:
 class Form:
     """How an input is written: ``aligned`` interleaves a binary task's operands (ABS input
     alignment); ``reversed`` writes each operand least significant digit first, as Abacus and
-    Zhou et al. do (the answer is written so in every form)."""
+    Zhou et al. do (the answer is written so in every form); ``hints``: index hint symbols
+    (Zhou et al.; ``tasks.format_task``), 0 for none."""
 
     aligned: bool = False
     reversed: bool = False
+    hints: int = 0
 
 
 def why(default, reason: str, help: str = ""):
@@ -417,6 +420,10 @@ class RunConfig:
         "+varied operands: equal | unequal lengths.",
     )
     min_operands: int = setting(2, "run", "multiadd: fewest operands a training input adds.")
+    index_hints: int = setting(0, "shared", "Index hint symbols (Zhou et al.; 0: none).")
+    fire_positions: str = setting(
+        "index", "shared", "FIRE reads: index | randomized (Zhou et al.)."
+    )
     operand_order: str = setting(
         "msd",
         "shared",
@@ -526,6 +533,7 @@ class RunConfig:
             )
         if self.train_numbers not in ("pool", "uniform"):
             raise ConfigError(f"--train-numbers is pool or uniform, not {self.train_numbers!r}")
+        self._check_zhou()
         if self.operand_lengths == "unequal" and not (
             self.varied and self.task in UNEQUAL_TASKS and not self.from_pool
         ):
@@ -536,9 +544,13 @@ class RunConfig:
             )
         if self.frame_spread and self.pad_width is None:
             raise ConfigError("--frame-spread widens a fixed frame; the growing geometry has none")
-        if self.max_position is not None and self.scheme not in ("random", "abacus", "coupling"):
+        randomized = self.fire_positions == "randomized"
+        if self.max_position is not None and not (
+            self.scheme in ("random", "abacus", "coupling") or randomized
+        ):
             raise ConfigError(
-                f"--max-position sizes the positions of random, abacus and coupling; {self.scheme} has none"
+                "--max-position sizes the positions of random, abacus, coupling and randomized "
+                f"FIRE; {self.scheme} has none"
             )
         if self.coupling_levels != 1 and (
             self.scheme != "coupling"
@@ -560,6 +572,26 @@ class RunConfig:
         if model.d_model % model.heads:
             raise ConfigError(
                 f"the model's width ({model.d_model}) must be a multiple of its heads ({model.heads}); set --d-model or --heads"
+            )
+
+    def _check_zhou(self) -> None:
+        """Index hints and FIRE over randomized positions, Zhou et al.'s recipe: hints take a
+        scheme that reads no digit layout (ABS windows, ABC lines, Abacus and Coupling ids read
+        runs of digit tokens, which hints break up); randomized FIRE, the decoder-only model."""
+        if self.fire_positions not in ("index", "randomized"):
+            raise ConfigError(
+                f"--fire-positions is index or randomized, not {self.fire_positions!r}"
+            )
+        if self.fire_positions == "randomized" and (self.scheme, self.arch) != ("fire", "decoder"):
+            raise ConfigError("--fire-positions randomized is FIRE's in the decoder-only model")
+        if not self.index_hints:
+            return
+        if self.task not in HINT_TASKS:
+            raise ConfigError(f"--index-hints writes {', '.join(HINT_TASKS)}, not {self.task}")
+        if self.scheme in ("abacus", "coupling") or self.window is not None or self.bias_file:
+            raise ConfigError(
+                "--index-hints put a token between digits, which ABS windows, ABC lines and the "
+                "ids of abacus and coupling read as runs; use another method"
             )
 
     @property
@@ -605,7 +637,7 @@ class RunConfig:
 
     @property
     def form(self) -> "Form":
-        return Form(self.aligned, self.operand_order == "reversed")
+        return Form(self.aligned, self.operand_order == "reversed", self.index_hints)
 
     @property
     def label(self) -> str:
@@ -650,6 +682,8 @@ class RunConfig:
                 "norm": self.norm,
                 "norm_position": self.norm_position,
                 "ff": self.ff,
+                "vocab_size": ModelConfig.vocab_size + self.index_hints,
+                "fire_positions": self.fire_positions,
             }
         )
 

@@ -16,6 +16,11 @@ Sequence layout (paper §3.3, DESIGN.md §2), for pad width ``P``:
   so ``$0123+0748`` gives ``18700``. ``P + 1`` digits always hold the result (999+999, 999*9).
 - ``Form.reversed`` writes every operand least significant digit first (``$3210+8470``); the
   target is the same.
+- ``Form.hints`` (Zhou et al. 2024, "Transformers Can Achieve Length Generalization But Not
+  Robustly", index hints): a hint token before every digit of the prompt and the answer naming
+  the digit's significance, the same hint for the same place in every number; ``Form.hints``
+  symbols in all. Training starts each example's hints at a random offset, so that every symbol
+  is trained; a test starts them at 0. Successor, Addition and N×1 only.
 - Parity works on the binary form of the number: ``P`` decimal digits become
   ``bits(10^P - 1)`` binary digits; the seq2seq target is the running xor from the least
   significant bit (its last token is the parity), the classification target is one token.
@@ -44,9 +49,11 @@ from abcmini.config import POOL_DIGITS, Form
 from abcmini.errors import UserError
 from abcmini.names import check_task
 from abcmini.nn.lines import segments_of
+from abcmini.nn.positions import significance
 
 VOCAB = "0123456789+*$&@"
 PLUS, TIMES, SOS, EOS, PAD = (VOCAB.index(c) for c in "+*$&@")
+HINT = len(VOCAB)  # index hint k is token HINT + k (Form.hints)
 POOL_SIZE = 2**20 + 1  # the paper's permutation of [0, 2^20]
 OPERANDS = 5  # multiadd: a training example adds 2 … 5 operands
 BLOCK_TASKS = ("multiadd", "multiply")  # scratchpads of blocks: the answer is the last block
@@ -54,7 +61,8 @@ SUM_EXTRA = 2  # multiadd: a running sum has 2 digits more than its operands (up
 
 
 def detokenize(tokens: torch.Tensor) -> str:
-    return "".join(VOCAB[t] for t in tokens.tolist())
+    """A token row as text; index hint ``k`` is written ``[k]``."""
+    return "".join(VOCAB[t] if t < HINT else f"[{t - HINT}]" for t in tokens.tolist())
 
 
 def parity_bits(pad_width: int) -> int:
@@ -80,6 +88,12 @@ def sequence_lengths(
     if aligned:
         return 1 + 2 * pad_width, pad_width + 2
     return pad_width + 2 + (pad_width if task == "addition" else 1), pad_width + 2
+
+
+def hinted_lengths(task: str, pad_width: int) -> tuple[int, int]:
+    """``sequence_lengths`` with index hints: one more token per digit."""
+    src, tgt = sequence_lengths(task, pad_width)
+    return src + pad_width * (2 if task == "addition" else 1) + (task == "nx1"), tgt + pad_width + 1
 
 
 def input_parts(task: str) -> int | None:
@@ -177,14 +191,20 @@ class Example:
 
 
 def format_task(
-    task: str, a: torch.Tensor, b: torch.Tensor | None, pad_width: int, form: Form = Form()
+    task: str,
+    a: torch.Tensor,
+    b: torch.Tensor | None,
+    pad_width: int,
+    form: Form = Form(),
+    hint_draw: torch.Generator | None = None,
 ) -> Example:
     """Format operands (digit tensors ``[n, w]``; ``b`` is ``[n]`` single digits for N×1;
     multiadd's ``a`` is ``[n, k, w]``, its ``k`` operands, and ``b`` is None).
 
     ``form.aligned`` interleaves the operands of a binary task (ABS input alignment):
     ``a_n…a_1 + b_n…b_1 → + a_n b_n … a_1 b_1`` and ``a_n…a_1 * b → * a_n b … a_1 b``;
-    ``form.reversed`` writes each operand (its bits, for Parity) least significant first.
+    ``form.reversed`` writes each operand (its bits, for Parity) least significant first;
+    ``form.hints`` adds index hints, each example's from an offset ``hint_draw`` draws (else 0).
     """
     check_task(task)
     written = (lambda digits: digits.flip(-1)) if form.reversed else (lambda digits: digits)
@@ -217,7 +237,32 @@ def format_task(
         scratch = running_xor(bits)
         tgt = scratch if task == "parity" else scratch[:, -1:]
         return _with_sos_eos(_with_boundary(written(bits)), tgt)
+    if form.hints:
+        return _with_hints(src, result.flip(1), form, hint_draw)
     return _with_sos_eos(src, result.flip(1))
+
+
+def _with_hints(src, tgt, form: Form, draw: torch.Generator | None) -> Example:
+    """Prompt and answer with an index hint before every digit (module docstring): hint
+    ``HINT + offset + place``, ``place`` the digit's significance in its number. Every row of a
+    batch shares one frame, so the same columns take a hint in every row."""
+    places = [significance(digit_mask(src), form.reversed), significance(digit_mask(tgt), True)]
+    need = max(int(p.max()) for p in places) + 1
+    if need > form.hints:
+        raise UserError(f"{need}-digit answers need {need} index hints; the run has {form.hints}")
+    n = src.shape[0]
+    offset = (
+        torch.zeros(n, dtype=torch.long)
+        if draw is None
+        else torch.randint(form.hints - need + 1, (n,), generator=draw)
+    )
+    offset = rearrange(offset.to(src.device), "n -> n 1")
+
+    def hinted(tokens, place):
+        pairs = rearrange([HINT + offset + place, tokens], "two n s -> n (s two)")
+        return pairs[:, rearrange([place[0] >= 0, place[0] > -2], "two s -> (s two)")]
+
+    return _with_sos_eos(*(hinted(t, p) for t, p in zip((src, tgt), places)))
 
 
 def _running_sums(a: torch.Tensor, pad_width: int, written) -> Example:

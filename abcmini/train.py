@@ -180,7 +180,8 @@ class Trainer:
     def batch(self) -> Example:
         """The next training batch: in the training frame (widened by up to ``frame_spread``
         digits), or for a ``varied`` run numbers of one length, uniform over 1 … ``train_digits``,
-        in a frame of exactly that length (``operand_lengths`` unequal: the longer operand's)."""
+        in a frame of exactly that length (``operand_lengths`` unequal: the longer operand's); index
+        hints (``index_hints``) from an offset drawn per example."""
         cfg = self.cfg
         if cfg.varied:
             length = int(torch.randint(1, cfg.train_digits + 1, (1,), generator=self.generator))
@@ -194,7 +195,7 @@ class Trainer:
                 cfg.operand_lengths == "unequal",
                 self.operand_count(),
             )
-            return format_task(cfg.task, a, b, length, cfg.form)
+            return format_task(cfg.task, a, b, length, cfg.form, self.generator)
         a, b = training_operands(
             cfg.task,
             self.train_numbers,
@@ -208,7 +209,7 @@ class Trainer:
             if cfg.frame_spread
             else 0
         )
-        return format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.form)
+        return format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.form, self.generator)
 
     def operand_count(self) -> int | None:
         """A multiadd batch's operand count, ``min_operands`` … 5 (drawn where the draw of

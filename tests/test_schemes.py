@@ -323,6 +323,70 @@ def test_fire_builds_a_test_bias_once_and_forgets_it_when_the_parameters_may_mov
         )
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_fire_over_a_batch_of_positions_is_each_rows_own_bias(causal):
+    fire = FIRE(heads=3, causal=causal)
+    positions = randomized_positions(4, 12, 200, torch.Generator().manual_seed(0))
+    batched = fire(positions, positions)
+    assert batched.shape == (4, 3, 12, 12)
+    for row, own in zip(batched, positions):
+        assert torch.allclose(row, fire(own, own))
+
+
+def test_zhou_recipe_trains_hints_over_randomized_fire_and_decodes_alike_with_and_without_cache(
+    tmp_path,
+):
+    """Index hints, reversed operands and FIRE over randomized positions (Zhou et al.)."""
+    cfg = RunConfig(
+        task="addition",
+        arch="decoder",
+        scheme="fire",
+        fire_positions="randomized",
+        max_position=300,
+        index_hints=30,
+        operand_order="reversed",
+        preset="tiny",
+        pad_width=5,
+        train_digits=5,
+        train_numbers="uniform",
+        steps=2,
+        batch_size=8,
+        valid_size=10,
+    )
+    trainer = Trainer(cfg, str(tmp_path))
+    assert trainer.model.to_logits.out_features == 15 + 30 and not trainer.model.batch_invariant
+    assert all(trainer.step() > 0 for _ in range(2))
+    drawn = [trainer.model.positions(6, 4, batch=2) for _ in range(2)]
+    assert not torch.equal(*drawn) and drawn[0].shape == (2, 10)  # a fresh draw in training
+    trainer.model.eval()
+    ex = format_task(
+        "addition", torch.randint(0, 10, (6, 20)), torch.randint(0, 10, (6, 20)), 20, cfg.form
+    )
+    steps = ex.tgt_out.shape[1]
+    assert torch.equal(
+        trainer.model.greedy(ex.src, steps), trainer.model.greedy(ex.src, steps, use_cache=False)
+    )
+    logits, _ = trainer.model(ex.src, ex.tgt_in)
+    again, _ = trainer.model(ex.src, ex.tgt_in)
+    assert torch.equal(logits, again)  # a test's draw is kept
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"scheme": "abacus"}, "index-hints put a token between digits"),
+        ({"task": "multiply"}, "index-hints writes successor, addition, nx1"),
+        ({"fire_positions": "randomized", "scheme": "random"}, "FIRE's in the decoder-only"),
+        ({"fire_positions": "randomized", "arch": "encoder-decoder"}, "FIRE's in the decoder-only"),
+        ({"fire_positions": "drawn"}, "index or randomized"),
+    ],
+)
+def test_hints_and_randomized_fire_refuse_what_they_cannot_serve(change, message):
+    settings = {"task": "addition", "arch": "decoder", "scheme": "fire", "index_hints": 30}
+    with pytest.raises(ConfigError, match=message):
+        RunConfig(**{**settings, **change})
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("arch", ["encoder-decoder", "decoder"])
 @pytest.mark.parametrize("scheme", NEW)

@@ -4,9 +4,11 @@ import pytest
 import torch
 
 from abcmini.config import Form
+from abcmini.errors import UserError
 from abcmini.names import TASKS, is_binary
 from abcmini.tasks import (
     EOS,
+    HINT,
     POOL_SIZE,
     SOS,
     VOCAB,
@@ -16,6 +18,7 @@ from abcmini.tasks import (
     extrapolation_operands,
     extrapolation_set_size,
     format_task,
+    hinted_lengths,
     int_to_digits,
     padding_cells,
     parity_bits,
@@ -149,6 +152,65 @@ def test_reversed_operands_interleave_from_the_least_significant_pair_and_parity
     flipped = format_task("parity", digits(6), None, 1, Form(reversed=True))
     assert detokenize(plain.src[0])[1:] == "0110" == detokenize(flipped.src[0])[1:][::-1]
     assert torch.equal(plain.tgt_out, flipped.tgt_out)
+
+
+@pytest.mark.parametrize("task", ["successor", "addition", "nx1"])
+@pytest.mark.parametrize("reversed_", [False, True])
+def test_index_hints_name_each_digits_significance_and_drop_out_to_the_plain_example(
+    task, reversed_
+):
+    rng = random.Random(5)
+    numbers = [rng.randrange(10**6) for _ in range(64)]
+    a = digits(*numbers, width=6)
+    b = (
+        torch.tensor([rng.randrange(10) for _ in numbers])
+        if task == "nx1"
+        else digits(*[rng.randrange(10**6) for _ in numbers], width=6)
+        if task == "addition"
+        else None
+    )
+    form, hints = Form(reversed=reversed_), Form(reversed=reversed_, hints=30)
+    plain = format_task(task, a, b, 6, form)
+    tested = format_task(task, a, b, 6, hints)
+    drawn = format_task(task, a, b, 6, hints, torch.Generator().manual_seed(1))
+    assert (tested.src.shape[1], tested.tgt_in.shape[1]) == hinted_lengths(task, 6)
+    for example, test in ((tested, True), (drawn, False)):
+        for hinted, bare, lsd_first in (
+            (example.src, plain.src, reversed_),
+            (example.tgt_out[:, :-1], plain.tgt_out[:, :-1], True),
+        ):
+            is_hint = hinted >= HINT
+            assert torch.equal(rearrange_out(hinted, ~is_hint), bare)  # the hints come out whole
+            for row in range(len(numbers)):
+                text = hinted[row].tolist()
+                shape = "".join("d" if t < 10 else "h" if t >= HINT else "." for t in text)
+                assert all(run == "hd" * (len(run) // 2) for run in shape.split("."))  # hint, digit
+                places = place_of_each_digit(bare[row].tolist(), lsd_first)
+                named = [t - HINT for t in text if t >= HINT]
+                offsets = {name - place for name, place in zip(named, places)}
+                assert len(offsets) == 1 and len(named) == len(places)  # one offset per example
+                assert offsets == {0} if test else 0 <= offsets.pop() <= 30 - 7
+    offsets = (drawn.tgt_out[:, 0] - HINT).tolist()  # the answer's first hint names place 0
+    assert len(set(offsets)) > 10  # offsets are drawn per example
+    assert detokenize(tested.src[0]).startswith("$[")
+    with pytest.raises(UserError, match="7-digit answers need 7 index hints; the run has 6"):
+        format_task(task, a, b, 6, Form(hints=6))
+
+
+def rearrange_out(tokens: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    return torch.stack([row[k] for row, k in zip(tokens, keep)])
+
+
+def place_of_each_digit(tokens: list[int], lsd_first: bool) -> list[int]:
+    """Each digit's significance in its number (a run of digit tokens), by Python."""
+    places, run = [], []
+    for token in tokens + [-1]:
+        if 0 <= token < 10:
+            run.append(token)
+            continue
+        places += list(range(len(run))) if lsd_first else list(range(len(run)))[::-1]
+        run = []
+    return places
 
 
 def test_parity_running_xor_and_classification():

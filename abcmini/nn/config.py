@@ -36,6 +36,9 @@ class ModelConfig:
     max_position: int | None = (
         None  # randomized positions' range, Abacus's and Coupling's table (None: the module's default)
     )
+    fire_positions: str = (
+        "index"  # FIRE reads token indices, or "randomized" positions (Zhou et al.)
+    )
     coupling_levels: int = (
         1  # Position Coupling's levels (Cho et al. 2025): 2 on multiadd, 3 on multiply
     )

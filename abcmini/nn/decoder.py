@@ -19,10 +19,13 @@ import torch
 from einops import rearrange
 from torch import nn
 
+from abcmini.nn import InputError
 from abcmini.nn.config import ModelConfig
 from abcmini.nn.lines import NEG_INF, Layout
 from abcmini.nn.model import Block, KVCache, Scaffolded, Transformer, causal_bias, norm, rows
 from abcmini.nn.positions import joint_positions
+from abcmini.nn.randomized import MAX_LENGTH, eval_generator, randomized_positions
+from abcmini.nn.size_cache import cached
 
 
 def joint_bias(self_bias, cross_bias, n_src: int, n_q: int, device=None) -> torch.Tensor:
@@ -51,6 +54,7 @@ class DecoderOnly(Scaffolded):
         self.layers = nn.ModuleList(Block(cfg, causal=True) for _ in range(cfg.dec_layers))
         self.norm = norm(cfg)
         self.to_logits = nn.Linear(cfg.d_model, cfg.vocab_size)
+        self._draws = {}  # a test's randomized FIRE positions by (batch, length): every step reads them
 
     def biases(
         self, n_q: int, n_src: int, device, layout: Layout | None = None
@@ -67,8 +71,23 @@ class DecoderOnly(Scaffolded):
 
         return self.cached((n_q, n_src, layout, str(device)), build)
 
-    def positions(self, n_src: int, n: int, device=None) -> torch.Tensor:
-        return joint_positions(n_src, n, self.cfg.period, self.cfg.cpi_from, device)
+    def positions(self, n_src: int, n: int, device=None, batch: int = 1, total=None):
+        """``[n_src + n]`` positions of prompt and answer; with FIRE over randomized positions
+        (Zhou et al.), ``[batch n_src + n]``: each sequence ``n_src + n`` of ``max_position``
+        positions, sorted, drawn afresh in training, at test the seeded draw of a sequence of
+        ``total`` tokens (the length decoding reaches), kept for every step."""
+        if self.cfg.fire_positions != "randomized":
+            return joint_positions(n_src, n, self.cfg.period, self.cfg.cpi_from, device)
+        total, length = total or n_src + n, self.cfg.max_position or MAX_LENGTH
+        if total > length:
+            raise InputError(f"a sequence of {total} tokens exceeds FIRE's {length} positions")
+        if self.training:
+            return randomized_positions(batch, total, length, device=device)[:, : n_src + n]
+        return cached(
+            self._draws,
+            (batch, total, str(device)),
+            lambda: randomized_positions(batch, total, length, eval_generator(total), device),
+        )[:, : n_src + n]
 
     def forward(
         self,
@@ -85,14 +104,15 @@ class DecoderOnly(Scaffolded):
         ``answer_rows``: only the first rows of the answer, as the whole pass computes them (the
         attention is causal), at the cost of a pass over the prompt and those rows."""
         n_src, n_q = src.shape[1], tgt_in.shape[1]
-        pos, sequence = self.positions(n_src, n_q, src.device), torch.cat([src, tgt_in], dim=1)
+        pos = self.positions(n_src, n_q, src.device, src.shape[0], total)
+        sequence = torch.cat([src, tgt_in], dim=1)
         shift = self.shift(src, n_q) if shift is None else shift
         x, attention = (
             self.place(self.embed_tokens(sequence, pos), sequence, n_src, shift, total),
             [],
         )
         keep = n_src + min(answer_rows or n_q, n_q)
-        x, pos = x[:, :keep], pos[:keep]
+        x, pos = x[:, :keep], pos[..., :keep]
         for layer, (bias, reads_itself) in zip(
             self.layers, self.biases(n_q, n_src, src.device, self.layout(src))
         ):
@@ -129,14 +149,14 @@ class DecoderOnly(Scaffolded):
         n_src, device = src.shape[1], src.device
         biases, pos = (
             [bias for bias, _ in self.biases(steps, n_src, device, self.layout(src))],
-            self.positions(n_src, steps, device),
+            self.positions(n_src, steps, device, src.shape[0]),
         )
         caches = [KVCache() for _ in self.layers]
         for t in range(steps):
             start, stop = (0, n_src + 1) if t == 0 else (n_src + t, n_src + t + 1)
             x = self.embed_tokens(
                 torch.cat([src, tokens[:, :1]], dim=1) if t == 0 else tokens[:, t : t + 1],
-                pos[start:stop],
+                pos[..., start:stop],
             )
             x = self.place(
                 x,
@@ -149,8 +169,8 @@ class DecoderOnly(Scaffolded):
             for layer, cache, bias in zip(self.layers, caches, biases):
                 x, _ = layer(
                     x,
-                    pos[start:stop],
-                    pos[:stop],
+                    pos[..., start:stop],
+                    pos[..., :stop],
                     rows(bias, start, stop, stop),
                     cache,
                     n_src + steps,

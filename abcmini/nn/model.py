@@ -192,7 +192,7 @@ class Block(nn.Module):
         ``probs``) are computed. ``bias`` then holds the later rows only."""
         h = self.norm_attn(x)
         out, probs = self.attn(
-            h[:, own_rows:], h, q_pos[own_rows:], k_pos, bias, cache, capacity, need_weights
+            h[:, own_rows:], h, q_pos[..., own_rows:], k_pos, bias, cache, capacity, need_weights
         )
         if own_rows:
             out = torch.cat([self.attn.own_token(h[:, :own_rows]), out], dim=1)
@@ -294,7 +294,9 @@ class Scaffolded(nn.Module):
     def batch_invariant(self) -> bool:
         """Whether an example's logits do not depend on the batch around it: not so for randomized
         positions, whose test draw gives each row of a batch its own positions."""
-        return self.token_positions is None or self.token_positions.batch_invariant
+        return self.cfg.fire_positions != "randomized" and (
+            self.token_positions is None or self.token_positions.batch_invariant
+        )
 
     def set_scaffold(self, scaffold: nn.Module | None) -> None:
         """Another scaffold (or None): biases of the old one are never served."""

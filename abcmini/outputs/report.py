@@ -545,6 +545,8 @@ def draw_notes(record: dict) -> list[str]:
         for note, on in (
             (f"{fewest}+ operands in training", fewest != 2),
             ("reversed operands", record.get("operand_order", "msd") == "reversed"),
+            ("index hints", record.get("index_hints", 0) > 0),
+            ("FIRE over randomized positions", record.get("fire_positions") == "randomized"),
         )
         if on
     ]
