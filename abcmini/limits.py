@@ -15,7 +15,8 @@ import torch
 
 from abcmini.errors import UserError
 from abcmini.experiment import RunConfig
-from abcmini.tasks import OPERANDS, sequence_lengths
+from abcmini.nn import fire
+from abcmini.tasks import OPERANDS, hinted_lengths, sequence_lengths
 
 GIB = 2**30
 
@@ -27,8 +28,14 @@ def step_bytes(
     (multiadd: of ``operands`` operands, which a test's length sets); ``rows``: decoder rows
     per pass (greedy decoding: 1 a step, against cached keys), default every output row."""
     model = cfg.model_config()
-    src, tgt = sequence_lengths(cfg.task, cfg.train_pad_width, cfg.aligned, operands)
+    src, tgt = (
+        hinted_lengths(cfg.task, cfg.train_pad_width)
+        if cfg.index_hints
+        else sequence_lengths(cfg.task, cfg.train_pad_width, cfg.aligned, operands)
+    )
     rows = tgt if rows is None else rows
+    # FIRE over randomized positions runs its MLP over every row's own [q k] cells
+    per_cell = model.heads + (fire.HIDDEN if model.fire_positions == "randomized" else 0)
     cells = (
         model.dec_layers * (src + tgt) * (src + rows)
         if model.arch == "decoder"
@@ -36,7 +43,7 @@ def step_bytes(
     )
     copies = 4 if grad else 2
     activations = 10 * (src + tgt) * model.d_model * (model.enc_layers + model.dec_layers)
-    return 4 * batch * (copies * model.heads * cells + activations)
+    return 4 * batch * (copies * per_cell * cells + activations)
 
 
 def available_bytes(device) -> int:

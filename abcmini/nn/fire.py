@@ -14,13 +14,15 @@ from torch import nn
 
 from abcmini.nn.size_cache import cached
 
+HIDDEN = 32  # the MLP's width
+
 
 class FIRE(nn.Module):
     def __init__(
         self,
         heads: int,
         causal: bool = True,
-        hidden: int = 32,
+        hidden: int = HIDDEN,
         c: float = 1.0,
         threshold: float = 1.0,
     ):
