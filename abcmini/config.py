@@ -375,7 +375,7 @@ class RunConfig:
     arch: str = setting(
         _PAPER.arch,
         "shared",
-        "encoder-decoder (the paper's) | decoder (GPT-style).",
+        "encoder-decoder (the paper's) | decoder (GPT).",
     )
     scheme: str = setting("vanilla", "cell")  # the positional scheme: --method names it
     period: int = setting(0, "cell", "CPI period T (0: off).")
@@ -421,13 +421,14 @@ class RunConfig:
     )
     min_operands: int = setting(2, "run", "multiadd: fewest operands a training input adds.")
     index_hints: int = setting(0, "shared", "Index hint symbols (Zhou et al.; 0: none).")
+    batch_lengths: str = setting("one", "shared", "+varied batches: one | mixed lengths.")
     fire_positions: str = setting(
         "index", "shared", "FIRE reads: index | randomized (Zhou et al.)."
     )
     operand_order: str = setting(
         "msd",
         "shared",
-        "Operands written msd (most significant digit first) | reversed (least first).",
+        "Operands: msd (most significant first) | reversed.",
     )
     varied: bool = setting(
         False, "cell"
@@ -533,7 +534,7 @@ class RunConfig:
             )
         if self.train_numbers not in ("pool", "uniform"):
             raise ConfigError(f"--train-numbers is pool or uniform, not {self.train_numbers!r}")
-        self._check_zhou()
+        self._check_formats()
         if self.operand_lengths == "unequal" and not (
             self.varied and self.task in UNEQUAL_TASKS and not self.from_pool
         ):
@@ -574,10 +575,25 @@ class RunConfig:
                 f"the model's width ({model.d_model}) must be a multiple of its heads ({model.heads}); set --d-model or --heads"
             )
 
-    def _check_zhou(self) -> None:
-        """Index hints and FIRE over randomized positions, Zhou et al.'s recipe: hints take a
+    def _check_formats(self) -> None:
+        """Mixed lengths, index hints and FIRE over randomized positions (Zhou et al.): hints take a
         scheme that reads no digit layout (ABS windows, ABC lines, Abacus and Coupling ids read
         runs of digit tokens, which hints break up); randomized FIRE, the decoder-only model."""
+        if self.batch_lengths not in ("one", "mixed"):
+            raise ConfigError(f"--batch-lengths is one or mixed, not {self.batch_lengths!r}")
+        if self.batch_lengths == "mixed" and not (
+            self.varied
+            and self.arch == "decoder"
+            and self.scheme not in ("rope", "relative")
+            and self.window is None
+            and not self.bias_file
+            and not self.period
+        ):
+            raise ConfigError(
+                "--batch-lengths mixed pads +varied prompts of many lengths in one batch of the "
+                "decoder-only model (--arch decoder), for a method without a scaffold, a period, "
+                "RoPE or the relative PE"
+            )
         if self.fire_positions not in ("index", "randomized"):
             raise ConfigError(
                 f"--fire-positions is index or randomized, not {self.fire_positions!r}"

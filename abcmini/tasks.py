@@ -317,6 +317,31 @@ def _with_sos_eos(src: torch.Tensor, tgt: torch.Tensor) -> Example:
     return Example(src, torch.cat([sos, tgt], 1), torch.cat([tgt, eos], 1))
 
 
+def mixed(examples: list[Example]) -> Example:
+    """Examples of several frames in one batch, as a language model's batches mix lengths: each
+    prompt padded with ``PAD`` in front (so every answer starts in one column), each answer and
+    target with ``PAD`` behind; the decoder-only model masks the prompt's ``PAD`` and the loss
+    skips the target's."""
+    pad = torch.nn.functional.pad
+    width = lambda name: max(getattr(e, name).shape[1] for e in examples)  # noqa: E731
+    parts = {
+        name: torch.cat(
+            [
+                pad(
+                    t,
+                    (width(name) - t.shape[1], 0)
+                    if name == "src"
+                    else (0, width(name) - t.shape[1]),
+                    value=PAD,
+                )
+                for t in (getattr(e, name) for e in examples)
+            ]
+        )
+        for name in ("src", "tgt_in", "tgt_out")
+    }
+    return Example(**parts)
+
+
 def padding_cells(tokens: torch.Tensor) -> torch.Tensor:
     """``[n s]`` token rows → where they hold padding: the zeros in front of a number's first
     non-zero digit (a number is a run of digit tokens between markers), never its last digit (the

@@ -19,11 +19,13 @@ from abcmini.nn.scaffolds import scaffold_from_state
 from abcmini.nn.windows import Window
 from abcmini.store import CheckpointError, load_checkpoint, save_checkpoint
 from abcmini.tasks import (
+    PAD,
     Example,
     Pool,
     by_length,
     format_task,
     input_parts,
+    mixed,
     operand_draw,
     training_operands,
     validation_counts,
@@ -180,22 +182,20 @@ class Trainer:
     def batch(self) -> Example:
         """The next training batch: in the training frame (widened by up to ``frame_spread``
         digits), or for a ``varied`` run numbers of one length, uniform over 1 … ``train_digits``,
-        in a frame of exactly that length (``operand_lengths`` unequal: the longer operand's); index
+        in a frame of exactly that length (``operand_lengths`` unequal: the longer operand's), or with
+        ``batch_lengths`` mixed each example's own length, the frames padded together; index
         hints (``index_hints``) from an offset drawn per example."""
         cfg = self.cfg
+        if cfg.varied and cfg.batch_lengths == "mixed":
+            lengths = torch.randint(
+                1, cfg.train_digits + 1, (cfg.batch_size,), generator=self.generator
+            )
+            return mixed(
+                [self.of_length(int(n), int((lengths == n).sum())) for n in lengths.unique()]
+            )
         if cfg.varied:
             length = int(torch.randint(1, cfg.train_digits + 1, (1,), generator=self.generator))
-            a, b = training_operands(
-                cfg.task,
-                self.train_numbers[length - 1],
-                cfg.batch_size,
-                self.generator,
-                cfg.train_digits,
-                length,
-                cfg.operand_lengths == "unequal",
-                self.operand_count(),
-            )
-            return format_task(cfg.task, a, b, length, cfg.form, self.generator)
+            return self.of_length(length, cfg.batch_size)
         a, b = training_operands(
             cfg.task,
             self.train_numbers,
@@ -211,6 +211,21 @@ class Trainer:
         )
         return format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.form, self.generator)
 
+    def of_length(self, length: int, n: int) -> Example:
+        """``n`` training examples of numbers of ``length`` digits in a frame of that length."""
+        cfg = self.cfg
+        a, b = training_operands(
+            cfg.task,
+            self.train_numbers[length - 1],
+            n,
+            self.generator,
+            cfg.train_digits,
+            length,
+            cfg.operand_lengths == "unequal",
+            self.operand_count(),
+        )
+        return format_task(cfg.task, a, b, length, cfg.form, self.generator)
+
     def operand_count(self) -> int | None:
         """A multiadd batch's operand count, ``min_operands`` … 5 (drawn where the draw of
         ``training_operands`` would draw it: the same batches as before the option)."""
@@ -223,7 +238,9 @@ class Trainer:
         self.model.train()
         batch = self.batch()
         logits, _ = self.model(batch.src.to(self.device), batch.tgt_in.to(self.device))
-        loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.to(self.device).flatten())
+        loss = F.cross_entropy(
+            logits.flatten(0, 1), batch.tgt_out.to(self.device).flatten(), ignore_index=PAD
+        )
         value = loss.item()
         if not math.isfinite(value):
             kept = self.history[-1]["step"] if self.history else None

@@ -239,6 +239,7 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
         "cpi_from",  # CPI's origin: a method with a period (below)
         "index_hints",  # Zhou et al.'s, not ABC's (test_schemes.py::test_hints_and_randomized_…)
         "fire_positions",
+        "batch_lengths",  # +varied in the decoder-only model (test_schemes.py::test_a_row_of_…)
     }
     cpi = dry_run("--method", "+T=3", "--cpi-from", "start")["experiment"]  # the recipe's: end
     assert cpi["overrides"] == {"cpi_from": "start"} and cpi["run"]["cpi_from"] == "start"

@@ -14,7 +14,7 @@ from abcmini.nn.fire import FIRE
 from abcmini.nn.positions import significance
 from abcmini.nn.randomized import eval_generator, randomized_positions
 from abcmini.nn.token_positions import TokenPositions
-from abcmini.tasks import Form, exact_length_numbers, format_task
+from abcmini.tasks import PAD, Form, exact_length_numbers, format_task, mixed
 from abcmini.train import Trainer
 
 NEW = ("random", "fire", "abacus", "coupling")
@@ -371,6 +371,39 @@ def test_zhou_recipe_trains_hints_over_randomized_fire_and_decodes_alike_with_an
     assert torch.equal(logits, again)  # a test's draw is kept
 
 
+@pytest.mark.parametrize("scheme", ["vanilla", "fire", "alibi", "coupling", "abacus"])
+def test_a_row_of_a_mixed_length_batch_reads_as_it_would_alone(tmp_path, scheme):
+    cfg = RunConfig(
+        task="addition",
+        arch="decoder",
+        scheme=scheme,
+        varied=True,
+        batch_lengths="mixed",
+        preset="tiny",
+        train_digits=6,
+        train_numbers="uniform",
+        steps=2,
+        batch_size=32,
+        valid_size=10,
+    )
+    trainer = Trainer(cfg, str(tmp_path))
+    batch = trainer.batch()
+    lengths = (batch.src != PAD).sum(1)
+    assert len(lengths.unique()) > 2 and (batch.src[:, -1] != PAD).all()  # prompts end together
+    assert all(trainer.step() > 0 for _ in range(2))
+    trainer.model.eval()
+    short, long = (
+        format_task("addition", torch.randint(0, 10, (3, n)), torch.randint(0, 10, (3, n)), n)
+        for n in (2, 5)
+    )
+    both = mixed([short, long])
+    assert (both.src[:3, : long.src.shape[1] - short.src.shape[1]] == PAD).all()
+    with torch.no_grad():
+        padded, _ = trainer.model(both.src, both.tgt_in)
+        alone, _ = trainer.model(short.src, short.tgt_in)
+    assert torch.allclose(padded[:3, : short.tgt_in.shape[1]], alone, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "change, message",
     [
@@ -379,6 +412,8 @@ def test_zhou_recipe_trains_hints_over_randomized_fire_and_decodes_alike_with_an
         ({"fire_positions": "randomized", "scheme": "random"}, "FIRE's in the decoder-only"),
         ({"fire_positions": "randomized", "arch": "encoder-decoder"}, "FIRE's in the decoder-only"),
         ({"fire_positions": "drawn"}, "index or randomized"),
+        ({"index_hints": 0, "batch_lengths": "mixed"}, "pads \\+varied prompts"),
+        ({"index_hints": 0, "batch_lengths": "all"}, "one or mixed"),
     ],
 )
 def test_hints_and_randomized_fire_refuse_what_they_cannot_serve(change, message):

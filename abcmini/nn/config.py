@@ -51,6 +51,7 @@ class ModelConfig:
     ff: str = "gelu"  # the feed-forward: GELU, or "gated-gelu" (T5 v1.1)
     vocab_size: int = 15  # tokens; abcmini's vocabulary is "0123456789+*$&@" (abcmini.tasks.VOCAB)
     sos: int = 12  # the token that starts every output (greedy decoding)
+    pad: int = 14  # the token that pads a batch of mixed lengths (abcmini.tasks.mixed)
     digit_tokens: int = (
         10  # token ids below this are digits: an anchored bias finds the input's segments by them
     )

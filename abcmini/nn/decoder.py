@@ -105,6 +105,7 @@ class DecoderOnly(Scaffolded):
         attention is causal), at the cost of a pass over the prompt and those rows."""
         n_src, n_q = src.shape[1], tgt_in.shape[1]
         pos = self.positions(n_src, n_q, src.device, src.shape[0], total)
+        pos, padding = self.unpadded(src, n_q, pos)
         sequence = torch.cat([src, tgt_in], dim=1)
         shift = self.shift(src, n_q) if shift is None else shift
         x, attention = (
@@ -119,9 +120,8 @@ class DecoderOnly(Scaffolded):
             own = (
                 n_src if reads_itself and not self.training else 0
             )  # testing: the prompt rows are their values
-            x, probs = layer(
-                x, pos, pos, bias[..., own:keep, :keep], need_weights=need_weights, own_rows=own
-            )
+            bias = bias[..., own:keep, :keep] + (0 if padding is None else padding[..., own:, :])
+            x, probs = layer(x, pos, pos, bias, need_weights=need_weights, own_rows=own)
             probs = probs[..., n_src - own :, :] if need_weights else None  # the answer rows
             attention.append(
                 {"self": probs[..., n_src:], "cross": probs[..., :n_src]}
@@ -129,6 +129,22 @@ class DecoderOnly(Scaffolded):
                 else {"self": None, "cross": None}
             )
         return self.to_logits(self.norm(x[:, n_src:])), attention
+
+    def unpadded(self, src, n_q: int, pos):
+        """A batch of mixed lengths (``tasks.mixed``): each row's positions counted from its first
+        token (randomized ones are a draw already), and ``[b 1 n n]`` masking every query's view
+        of the prompt's ``PAD`` (but its own: a ``PAD`` row reads itself). ``(pos, None)`` without."""
+        padding = src == self.cfg.pad
+        if not padding.any():
+            return pos, None
+        if self.cfg.fire_positions != "randomized":
+            pos = (pos - padding.sum(1, keepdim=True)).clamp(min=0)
+        keys = torch.nn.functional.pad(padding, (0, n_q))
+        n = keys.shape[1]
+        hidden = rearrange(keys, "b k -> b 1 1 k") & ~torch.eye(
+            n, dtype=torch.bool, device=src.device
+        )
+        return pos, torch.where(hidden, NEG_INF, 0.0)
 
     @torch.no_grad()
     def greedy(self, src, steps: int, use_cache: bool = True) -> torch.Tensor:

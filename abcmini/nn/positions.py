@@ -58,9 +58,9 @@ def alibi_slopes(heads: int) -> torch.Tensor:
 
 
 def alibi_bias(slopes: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
-    """``[h q k]`` linear penalty ``-m_h |i - j|``."""
-    distance = (rearrange(q_pos, "q -> q 1") - rearrange(k_pos, "k -> 1 k")).abs()
-    return -rearrange(slopes, "h -> h 1 1") * distance
+    """``[... h q k]`` linear penalty ``-m_h |i - j|`` (positions ``[... q]``, ``[... k]``)."""
+    distance = (rearrange(q_pos, "... q -> ... q 1") - rearrange(k_pos, "... k -> ... 1 k")).abs()
+    return -rearrange(slopes, "h -> h 1 1") * distance.unsqueeze(-3)
 
 
 class ALiBi(nn.Module):
