@@ -45,7 +45,7 @@ from abcmini.recipes import RECIPES
 console = Console()
 errors = Console(stderr=True)
 HEARTBEAT = 60  # seconds: output that is not a terminal gets a progress line at least this often
-RECIPE_HELP = " | ".join(RECIPES) + " | FILE.yaml (abcmini recipe)."
+RECIPE_HELP = " | ".join(RECIPES) + " | FILE.yaml."
 WANDB = typer.Option(True, "--wandb/--no-wandb", help="Track with wandb (offline without a key).")
 WANDB_PROJECT = typer.Option(None, help="wandb project [default: $WANDB_PROJECT].")
 DEVICE = typer.Option("auto", help="auto | cpu | cuda")

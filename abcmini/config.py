@@ -420,6 +420,7 @@ class RunConfig:
         "+varied operands: equal | unequal lengths.",
     )
     min_operands: int = setting(2, "run", "multiadd: fewest operands a training input adds.")
+    top_share: float = setting(0.0, "run", "Share of a batch with top-heavy digits (f…9).")
     index_hints: int = setting(0, "shared", "Index hint symbols (Zhou et al.; 0: none).")
     batch_lengths: str = setting("one", "shared", "+varied batches: one | mixed lengths.")
     fire_positions: str = setting(
@@ -466,6 +467,7 @@ class RunConfig:
         checks = [
             ("lr", math.isfinite(self.lr) and self.lr > 0, "a positive number"),
             ("pe-scale", math.isfinite(self.pe_scale) and self.pe_scale >= 0, "a number ≥ 0"),
+            ("top-share", 0 <= self.top_share <= 1, "in [0, 1]"),
             ("stop-at", self.stop_at is None or 0 <= self.stop_at <= 1, "in [0, 1]"),
             (
                 "train-on",

@@ -468,6 +468,27 @@ def training_operands(
     return a, torch.randint(10, (n,), generator=generator) if task == "nx1" else None
 
 
+def top_heavy(operands: tuple, share: float, generator: torch.Generator) -> tuple:
+    """Rare cases made common: in a ``share`` of the examples every digit of every operand (from
+    its number's leading digit on; a 0 stays 0) is redrawn uniformly in ``f … 9``, ``f`` uniform
+    in 5 … 9 per example. Digits from the top of the range make the long and heavy carries that
+    random numbers rarely hold (a product row carrying 8, a running sum of nines); ``f`` 9 is a
+    number of nines. The other examples are the draw's own."""
+    n = operands[0].shape[0]
+    chosen = torch.rand(n, generator=generator) < share
+    floor = torch.randint(5, 10, (n,), generator=generator)
+
+    def redrawn(x):
+        digits = x if x.dim() > 1 else rearrange(x, "n -> n 1")
+        at = lambda v: v.view(n, *([1] * (digits.dim() - 1)))  # noqa: E731
+        inside = (digits != 0).cumsum(-1) > 0
+        draw = at(floor) + (torch.rand(digits.shape, generator=generator) * (10 - at(floor))).long()
+        new = torch.where(at(chosen) & inside, draw, digits)
+        return new if x.dim() > 1 else new[:, 0]
+
+    return tuple(None if x is None else redrawn(x) for x in operands)
+
+
 def by_length(numbers: torch.Tensor) -> list[torch.Tensor]:
     """A split's numbers grouped by digit count: item ``ℓ − 1`` holds those of exactly ``ℓ``
     digits (0 counts as one digit), for ``ℓ`` in 1 … ``POOL_DIGITS``."""

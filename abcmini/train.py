@@ -27,6 +27,7 @@ from abcmini.tasks import (
     input_parts,
     mixed,
     operand_draw,
+    top_heavy,
     training_operands,
     validation_counts,
 )
@@ -209,7 +210,8 @@ class Trainer:
             if cfg.frame_spread
             else 0
         )
-        return format_task(cfg.task, a, b, cfg.train_pad_width + spread, cfg.form, self.generator)
+        frame = cfg.train_pad_width + spread
+        return format_task(cfg.task, *self.drawn(a, b), frame, cfg.form, self.generator)
 
     def of_length(self, length: int, n: int) -> Example:
         """``n`` training examples of numbers of ``length`` digits in a frame of that length."""
@@ -224,7 +226,13 @@ class Trainer:
             cfg.operand_lengths == "unequal",
             self.operand_count(),
         )
-        return format_task(cfg.task, a, b, length, cfg.form, self.generator)
+        return format_task(cfg.task, *self.drawn(a, b), length, cfg.form, self.generator)
+
+    def drawn(self, a, b) -> tuple:
+        """The training draw's operands, ``top_share`` of them redrawn top-heavy (``top_heavy``)."""
+        return (
+            top_heavy((a, b), self.cfg.top_share, self.generator) if self.cfg.top_share else (a, b)
+        )
 
     def operand_count(self) -> int | None:
         """A multiadd batch's operand count, ``min_operands`` … 5 (drawn where the draw of

@@ -219,6 +219,7 @@ def test_every_field_a_recipe_sets_is_one_train_option_and_round_trips():
         "train_digits": 8,
         "train_numbers": "uniform",
         "operand_order": "reversed",
+        "top_share": 0.25,
         "norm": "rms",
         "norm_position": "pre_post",
         "ff": "gated-gelu",

@@ -22,6 +22,8 @@ from abcmini.tasks import (
     int_to_digits,
     padding_cells,
     parity_bits,
+    random_numbers,
+    top_heavy,
     sample_operands,
 )
 
@@ -211,6 +213,29 @@ def place_of_each_digit(tokens: list[int], lsd_first: bool) -> list[int]:
         places += list(range(len(run))) if lsd_first else list(range(len(run)))[::-1]
         run = []
     return places
+
+
+def test_a_top_heavy_share_redraws_whole_examples_from_a_floor_and_keeps_their_lengths():
+    g = torch.Generator().manual_seed(3)
+    n = 2000
+    a, b, c = random_numbers(n, 6, g), random_numbers(n, 6, g), torch.randint(10, (n,), generator=g)
+    heavy = top_heavy((a, b, c), 0.25, g)
+    changed = torch.stack([(x != y).reshape(n, -1).any(1) for x, y in zip(heavy, (a, b, c))]).any(0)
+    assert 0.2 < changed.float().mean() < 0.3  # about the share, whole examples
+    lead = lambda x: (x != 0).int().argmax(1)  # noqa: E731 — each number's first digit
+    for before, after in zip((a, b), heavy):
+        assert torch.equal(lead(before), lead(after))  # every number keeps its length
+        for row in changed.nonzero().flatten().tolist():
+            digits = after[row, lead(before)[row] :]
+            assert (digits >= 5).all() or before[row].eq(0).all()
+    floors = [
+        min(int(x[row][x[row] > 0].min()) for x in heavy[:2] if x[row].any())
+        for row in changed.nonzero().flatten().tolist()
+    ]
+    assert {9, 8, 5} <= set(floors) and min(floors) >= 5  # floors 5 … 9; all nines among them
+    kept = ~changed
+    assert all(torch.equal(x[kept], y[kept]) for x, y in zip(heavy, (a, b, c)))
+    assert top_heavy((a, None), 0.0, g)[0].equal(a) and top_heavy((a, None), 0.0, g)[1] is None
 
 
 def test_parity_running_xor_and_classification():

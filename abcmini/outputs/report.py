@@ -546,6 +546,8 @@ def draw_notes(record: dict) -> list[str]:
             (f"{fewest}+ operands in training", fewest != 2),
             ("reversed operands", record.get("operand_order", "msd") == "reversed"),
             ("index hints", record.get("index_hints", 0) > 0),
+            (f"{record.get('top_share', 0):.0%} top-heavy draw", record.get("top_share", 0) > 0),
+            ("lengths mixed in a batch", record.get("batch_lengths") == "mixed"),
             ("FIRE over randomized positions", record.get("fire_positions") == "randomized"),
         )
         if on
