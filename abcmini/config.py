@@ -11,11 +11,11 @@ from abcmini.names import (
     METHOD_KINDS,
     TASKS,
     ConfigError,
+    Method,
     check_int,
     check_selector,
     check_task,
     is_binary,
-    method_label,
     selects,
 )
 from abcmini.nn.config import ARCHS, BLOCK_CHOICES, PRESETS, ModelConfig
@@ -659,8 +659,13 @@ class RunConfig:
 
     @property
     def label(self) -> str:
-        return method_label(
-            self.scheme, self.window, self.period, self.varied, biased=self.bias_file is not None
+        return self.method.label
+
+    @property
+    def method(self) -> Method:
+        """The run's method (``names.Method``), its ABC bias included."""
+        return Method(
+            self.scheme, self.window, self.period, self.varied, self.bias_file is not None
         )
 
     def model_config(self) -> ModelConfig:
@@ -780,7 +785,7 @@ CELL_OPTIONS = {  # a cell's identity: ``abcmini train``'s options beside OPTION
     "method": (
         "vanilla",
         METHOD_HELP,
-    ),  # scheme, window, period and varied in one name (names.parse_method)
+    ),  # scheme, window, period and varied in one name (names.Method)
     "seed": (RunConfig.seed, _help("seed")),
     "window": (None, _help("window")),  # None: as the method says
     "period": (None, _help("period")),

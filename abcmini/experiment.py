@@ -239,7 +239,8 @@ def _slug(value) -> str:
 def _run_config(recipe: Recipe, task: str, method: str, seed: int, abc: bool = False) -> RunConfig:
     """The run of a cell, or with ``abc`` of ABC's source or retraining: those train in ABC's own
     frame and validation set, the same in every recipe, so one training serves every protocol."""
-    scheme, window, period, varied = parse_method(method)
+    parts = parse_method(method)
+    scheme, window, period, varied = parts.scheme, parts.window, parts.period, parts.varied
     scaffolded = method == "abc" or window is not None
     generalizing = (
         window is not None or scheme in TODAYS_SCHEMES

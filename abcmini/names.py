@@ -2,6 +2,7 @@
 command line checks them before it imports torch."""
 
 import re
+from dataclasses import dataclass
 
 from abcmini.errors import UserError
 from abcmini.nn.schemes import SCHEMES, TODAYS_SCHEMES
@@ -85,10 +86,27 @@ def check_int(value, name: str, option: str | None = None) -> None:
             )
 
 
-def parse_method(
-    method: str, window: int | None = None, period: int | None = None
-) -> tuple[str, int | None, int, bool]:
-    """A method name → ``(positional scheme, ABS window, CPI period, varied lengths)``.
+@dataclass(frozen=True)
+class Method:
+    """A method as its name says it: a positional scheme, an ABS window (None: none), a CPI
+    period (0: off), ``varied`` training lengths, and (a run's, not a name's) an ABC bias."""
+
+    scheme: str
+    window: int | None = None
+    period: int = 0
+    varied: bool = False
+    biased: bool = False
+
+    @property
+    def label(self) -> str:
+        """As the tables name it: ``vanilla+w=1+T=3``, ``nope+w=1``, ``abacus+varied``, ``nope+abc``."""
+        window = f"+w={self.window}" if self.window is not None else ""
+        period = f"+T={self.period}" if self.period else ""
+        return f"{self.scheme}{window}{period}{'+varied' * self.varied}{'+abc' * self.biased}"
+
+
+def parse_method(method: str, window: int | None = None, period: int | None = None) -> Method:
+    """A method name → its ``Method`` (scheme, ABS window, CPI period, varied lengths).
 
     Names: a scheme (``vanilla``, ``nope``, ``rope``, ``alibi``, ``relative``), optionally
     followed by ``+w=W`` and ``+T=T`` (``vanilla+w=1+T=3``); the paper's table names ``+w=1``,
@@ -131,14 +149,7 @@ def parse_method(
         raise ConfigError(f"--window must be at least 0, got {window}")
     if period < 0:
         raise ConfigError(f"--period must be at least 0 (0 turns CPI off), got {period}")
-    return scheme, window, period, varied
-
-
-def method_label(
-    scheme: str, window: int | None, period: int, varied: bool = False, biased: bool = False
-) -> str:
-    """The method as the tables name it: ``vanilla+w=1+T=3``, ``nope+w=1``, ``abacus+varied``, ``nope+abc``."""
-    return f"{scheme}{f'+w={window}' if window is not None else ''}{f'+T={period}' if period else ''}{'+varied' if varied else ''}{'+abc' if biased else ''}"
+    return Method(scheme, window, period, varied)
 
 
 METHOD_KINDS = ("abc", "abs", "todays", "plain")  # what a step cap names beside a method
@@ -146,10 +157,12 @@ METHOD_KINDS = ("abc", "abs", "todays", "plain")  # what a step cap names beside
 
 def method_kind(method: str) -> str:
     """``abc``, ``abs`` (a window), ``todays`` (random, FIRE, Abacus, Coupling) or ``plain``."""
-    scheme, window, _, _ = parse_method(method)
+    parts = parse_method(method)
     if method == "abc":
         return "abc"
-    return "abs" if window is not None else "todays" if scheme in TODAYS_SCHEMES else "plain"
+    if parts.window is not None:
+        return "abs"
+    return "todays" if parts.scheme in TODAYS_SCHEMES else "plain"
 
 
 def check_selector(selector: str, kinds: tuple = ()) -> None:
@@ -178,7 +191,7 @@ def canonical_method(method: str, window: int | None = None, period: int | None 
         if window is not None or period:
             raise ConfigError("abc calibrates its own bias; --window and --period do not apply")
         return "abc"
-    return method_label(*parse_method(method, window, period))
+    return parse_method(method, window, period).label
 
 
 def selects(selector: str, task: str, method: str) -> bool:
