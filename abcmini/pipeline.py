@@ -587,27 +587,12 @@ def record(
     ):  # where its training ran, for a run resumed elsewhere too
         extra = {"train_seconds_by_device": seconds_by_device(history), **extra}
     return {
-        "task": cfg.task,
-        "arch": cfg.arch,
+        **cfg.to_dict(),  # the run's configuration, then what the tables read beside it
         "method": cfg.label,
         "cell_method": saved.get("cell", {}).get("method"),
-        "scheme": cfg.scheme,
-        "window": cfg.window,
-        "period": cfg.period,
-        "preset": cfg.preset,
         "shape": cfg.shape,
-        "train_digits": cfg.train_digits,
-        "train_numbers": cfg.train_numbers,
-        "operand_lengths": cfg.operand_lengths,
-        "operand_order": cfg.operand_order,
-        "min_operands": cfg.min_operands,
-        "top_share": cfg.top_share,
-        "index_hints": cfg.index_hints,
-        "fire_positions": cfg.fire_positions,
-        "batch_lengths": cfg.batch_lengths,
         "pad_width": protocol_width(experiment, cfg),
         "train_pad_width": cfg.pad_width,
-        "seed": cfg.seed,
         "recipe": saved.get("recipe"),
         "overrides": saved.get("overrides", {}),
         **calibration,
@@ -942,11 +927,9 @@ def check_cell_evaluation(experiment: Experiment, device) -> None:
 
 def check_positions(cfg: RunConfig, length: int, frame: int) -> None:
     """Refuse a test at ``length`` digits whose example needs more positions than the model's
-    table or range holds (Abacus's and Coupling's ids, randomized positions): one example of it
-    through the model's own positions, in the model without layers."""
+    table or range holds (Abacus's and Coupling's ids, randomized positions, index hints): one
+    example of it through the model's own positions, in the model without layers."""
     shell = build_model(replace(cfg.model_config(), enc_layers=0, dec_layers=0))
-    if shell.token_positions is None:
-        return
     a, b = extrapolation_operands(cfg.task, length, 0)
     example = format_task(cfg.task, a[:1], None if b is None else b[:1], frame, cfg.form)
     try:

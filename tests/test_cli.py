@@ -475,3 +475,21 @@ def test_a_test_past_the_position_table_is_refused_before_training_and_one_that_
     assert "a test at 20 digits: position id 21 exceeds the coupling table's 16" in refused.output
     assert "Traceback" not in refused.output and not (tmp_path / "run").exists()
     assert invoke(*small, "--lengths", "14").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--index-hints", "16"], "18-digit answers need 18 index hints; the run has 16"),
+        (["--fire-positions", "randomized", "--max-position", "40"], "exceeds FIRE's 40 positions"),
+    ],
+)
+def test_a_test_past_the_hints_or_randomized_positions_is_refused_before_training(
+    tmp_path, options, message
+):
+    cell = ["train", "--recipe", "decoder", "--task", "addition", "--method", "fire+varied"]
+    run = [*cell, *options, "--out", tmp_path / "run", "--dry-run"]
+    refused = invoke(*run, "--lengths", "17")
+    assert refused.exit_code == 2 and message in refused.output, refused.output
+    assert "Traceback" not in refused.output and not (tmp_path / "run").exists()
+    assert invoke(*run, "--lengths", "10").exit_code == 0

@@ -23,8 +23,8 @@ from abcmini.tasks import (
     padding_cells,
     parity_bits,
     random_numbers,
-    top_heavy,
     sample_operands,
+    top_heavy,
 )
 
 
