@@ -333,27 +333,36 @@ def test_fire_over_a_batch_of_positions_is_each_rows_own_bias(causal):
         assert torch.allclose(row, fire(own, own))
 
 
+def tiny_addition(tmp_path, **settings) -> Trainer:
+    """A tiny decoder-only Addition run of two steps."""
+    cfg = RunConfig(
+        task="addition",
+        arch="decoder",
+        preset="tiny",
+        train_numbers="uniform",
+        steps=2,
+        valid_size=10,
+        **settings,
+    )
+    return Trainer(cfg, str(tmp_path))
+
+
 def test_zhou_recipe_trains_hints_over_randomized_fire_and_decodes_alike_with_and_without_cache(
     tmp_path,
 ):
     """Index hints, reversed operands and FIRE over randomized positions (Zhou et al.)."""
-    cfg = RunConfig(
-        task="addition",
-        arch="decoder",
+    trainer = tiny_addition(
+        tmp_path,
         scheme="fire",
         fire_positions="randomized",
         max_position=300,
         index_hints=30,
         operand_order="reversed",
-        preset="tiny",
         pad_width=5,
         train_digits=5,
-        train_numbers="uniform",
-        steps=2,
         batch_size=8,
-        valid_size=10,
     )
-    trainer = Trainer(cfg, str(tmp_path))
+    cfg = trainer.cfg
     assert trainer.model.to_logits.out_features == 15 + 30 and not trainer.model.batch_invariant
     assert all(trainer.step() > 0 for _ in range(2))
     drawn = [trainer.model.positions(6, 4, batch=2) for _ in range(2)]
@@ -373,20 +382,9 @@ def test_zhou_recipe_trains_hints_over_randomized_fire_and_decodes_alike_with_an
 
 @pytest.mark.parametrize("scheme", ["vanilla", "fire", "alibi", "coupling", "abacus"])
 def test_a_row_of_a_mixed_length_batch_reads_as_it_would_alone(tmp_path, scheme):
-    cfg = RunConfig(
-        task="addition",
-        arch="decoder",
-        scheme=scheme,
-        varied=True,
-        batch_lengths="mixed",
-        preset="tiny",
-        train_digits=6,
-        train_numbers="uniform",
-        steps=2,
-        batch_size=32,
-        valid_size=10,
+    trainer = tiny_addition(
+        tmp_path, scheme=scheme, varied=True, batch_lengths="mixed", train_digits=6, batch_size=32
     )
-    trainer = Trainer(cfg, str(tmp_path))
     batch = trainer.batch()
     lengths = (batch.src != PAD).sum(1)
     assert len(lengths.unique()) > 2 and (batch.src[:, -1] != PAD).all()  # prompts end together
