@@ -1,6 +1,6 @@
 """abcmini's speed, each number measured side by side against its baseline in this one run.
 
-    python benchmarks/bench.py [--only throughput,decode,calibration,eval,mask,screen,fire,prompt,final]
+    python benchmarks/bench.py [--only throughput,decode,calibration,eval,mask,screen,fire,prompt,final,zhou]
 
 1. training throughput (tokens/s, forward + backward + Adam) of our Transformer against
    ``torch.nn.Transformer`` with the same configuration (the ``cpu`` preset, pre-LN, GELU), and
@@ -27,7 +27,10 @@
    every row's softmax over the whole sequence, 500-digit Addition, with a check of the argmaxes;
 9. the final-number score of a block task (greedy decoding of every wrong output) in batches
    sized for greedy decoding (one query row a step) against batches sized for a whole
-   teacher-forced pass, 35-digit multiadd (25 operands), with a check that both agree.
+   teacher-forced pass, 35-digit multiadd (25 operands), with a check that both agree;
+10. a training step of FIRE as Zhou et al.'s recipe (reversed operands, index hints, FIRE over
+   randomized positions: ``recipes/own-papers-authors.yaml``) against one of FIRE alone
+   (``recipes/own-papers.yaml``), the same cell, interleaved.
 
 Speed does not depend on the weights, so models are freshly initialised.
 """
@@ -35,6 +38,7 @@ Speed does not depend on the weights, so models are freshly initialised.
 import argparse
 import math
 import statistics
+import tempfile
 import time
 
 import torch
@@ -42,7 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from abcmini.evaluate import exact_match, final_accuracy
-from abcmini.experiment import RunConfig
+from abcmini.experiment import Cell, RunConfig, resolve
 from abcmini.limits import batch_for
 from abcmini.nn.calibrate import calibrate
 from abcmini.nn.config import PRESETS, ModelConfig
@@ -51,6 +55,7 @@ from abcmini.nn.lines import NEG_INF
 from abcmini.nn.model import Transformer
 from abcmini.nn.positions import sinusoidal
 from abcmini.nn.windows import Window
+from abcmini.recipes import load_recipe
 from abcmini.tasks import (
     VOCAB,
     Pool,
@@ -59,6 +64,7 @@ from abcmini.tasks import (
     operand_count,
     sample_operands,
 )
+from abcmini.train import Trainer
 
 DIRECTIONS, MIN_SUPPORT = (1, -1, 0), 0.5  # the directions and support rule both calibrations use
 
@@ -440,12 +446,37 @@ def final_number(samples: int, length: int = 35) -> None:
     )
 
 
+# ---------------------------------------------------------------- 10. Zhou et al.'s recipe
+
+
+def zhou_step(rounds: int, steps: int) -> None:
+    """Training steps of FIRE with Zhou et al.'s format against FIRE alone, Addition in its
+    own paper's shape, ``rounds`` times ``steps`` of each in turn."""
+    trainers = {
+        name: Trainer(
+            resolve(load_recipe(f"recipes/{name}.yaml"), Cell("addition", "fire+varied", 0)).run,
+            tempfile.mkdtemp(),
+        )
+        for name in ("own-papers", "own-papers-authors")
+    }
+    spent = dict.fromkeys(trainers, 0.0)
+    for _ in range(rounds):
+        for name, trainer in trainers.items():
+            spent[name] += timed(lambda: [trainer.step() for _ in range(steps)], 1)[0]
+    alone, zhou = spent["own-papers"], spent["own-papers-authors"]
+    print(
+        f"10. {rounds * steps} training steps of FIRE on Addition (1-10 digits, batch 128), "
+        f"{torch.get_num_threads()} threads: Zhou et al.'s recipe {zhou:.1f} s   FIRE alone "
+        f"{alone:.1f} s   ratio {zhou / alone:.2f}x"
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--only", default="throughput,decode,calibration,eval,mask,screen,fire,prompt,final"
+        "--only", default="throughput,decode,calibration,eval,mask,screen,fire,prompt,final,zhou"
     )
     parser.add_argument("--decode-samples", type=int, default=200)
     args = parser.parse_args()
@@ -468,6 +499,8 @@ def main():
         prompt_rows(samples=200)
     if "final" in wanted:
         final_number(samples=62)
+    if "zhou" in wanted:
+        zhou_step(rounds=6, steps=5)
 
 
 if __name__ == "__main__":
