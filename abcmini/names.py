@@ -52,7 +52,7 @@ BOUNDS = {  # the lowest and highest value of each integer a user sets, checked 
     "d_model": (1, 1 << 16),
     "max_position": (2, 10**6),
     "coupling_levels": (1, 3),
-    "index_hints": (0, 10**4),
+    "index_hints": (0, 512),
     "train_digits": (1, 10**4),
     "threads": (None, 4096),
     "workers": (None, 4096),

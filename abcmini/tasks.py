@@ -54,15 +54,22 @@ from abcmini.nn.positions import significance
 VOCAB = "0123456789+*$&@"
 PLUS, TIMES, SOS, EOS, PAD = (VOCAB.index(c) for c in "+*$&@")
 HINT = len(VOCAB)  # index hint k is token HINT + k (Form.hints)
+LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 POOL_SIZE = 2**20 + 1  # the paper's permutation of [0, 2^20]
 OPERANDS = 5  # multiadd: a training example adds 2 … 5 operands
 BLOCK_TASKS = ("multiadd", "multiply")  # scratchpads of blocks: the answer is the last block
 SUM_EXTRA = 2  # multiadd: a running sum has 2 digits more than its operands (up to 100 operands)
 
 
+def hint_text(k: int) -> str:
+    """Index hint ``k`` as one character, as Zhou et al. write hints: ``a`` … ``Z``, then the
+    letters from U+0100 on (``names.BOUNDS`` keeps ``k`` below the combining marks)."""
+    return LETTERS[k] if k < len(LETTERS) else chr(0x100 + k - len(LETTERS))
+
+
 def detokenize(tokens: torch.Tensor) -> str:
-    """A token row as text; index hint ``k`` is written ``[k]``."""
-    return "".join(VOCAB[t] if t < HINT else f"[{t - HINT}]" for t in tokens.tolist())
+    """A token row as text, one character a token (index hints ``hint_text``)."""
+    return "".join(VOCAB[t] if t < HINT else hint_text(t - HINT) for t in tokens.tolist())
 
 
 def parity_bits(pad_width: int) -> int:
