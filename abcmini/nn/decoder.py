@@ -120,7 +120,9 @@ class DecoderOnly(Scaffolded):
             own = (
                 n_src if reads_itself and not self.training else 0
             )  # testing: the prompt rows are their values
-            bias = bias[..., own:keep, :keep] + (0 if padding is None else padding[..., own:, :])
+            bias = bias[..., own:keep, :keep] + (
+                0 if padding is None else padding[..., own:keep, :keep]
+            )
             x, probs = layer(x, pos, pos, bias, need_weights=need_weights, own_rows=own)
             probs = probs[..., n_src - own :, :] if need_weights else None  # the answer rows
             attention.append(

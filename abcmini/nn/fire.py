@@ -4,8 +4,9 @@ attention bias ``b(i, j) = f(ψ(i − j) / ψ(max(L, i)))`` with ``ψ(x) = log(c
 MLP (1 → 32 → heads, ReLU) and ``c``, ``L`` learned. Dividing by the query position maps every
 distance of every sequence into ``[0, 1]``: a longer test interpolates between the distances
 training saw instead of extrapolating past them. Zhou et al. (2024) use it, with index hints and
-over randomized positions (positions ``[b n]``, a draw per sequence), for 40 → 100-digit addition. FIRE is defined for causal attention; in a bidirectional one (the
-encoder) ``i − j`` is taken as ``|i − j|`` and normalized by the sequence's length instead.
+over randomized positions (positions ``[b n]``, a draw per sequence), for 40 → 100-digit
+addition. FIRE is defined for causal attention; in a bidirectional one (the encoder) ``i − j`` is
+taken as ``|i − j|`` and normalized by the sequence's length instead.
 """
 
 import torch
