@@ -26,8 +26,10 @@ from parse import call, parser  # lab/parse.py
 from abcmini.config import (
     POOL_DIGITS as POOL,
 )  # the pool's longest number: the recipes' training length
+from abcmini.experiment import Cell, resolve
 from abcmini.outputs.method_views import on_a_gpu
 from abcmini.outputs.report import draw_notes, held_to, reach
+from abcmini.recipes import load_recipe
 
 OUT = os.path.join("results", "experiments", "common-protocol")
 LENGTHS = (6, 10, 20, 60, 100, 200, 500)  # the long protocol's
@@ -55,9 +57,22 @@ def by_length(runs: list[dict], lengths) -> list[str]:
     return [cell(values) if values else "–" for values in tested]
 
 
+def rerun(record: dict) -> dict | None:
+    """The recipe's own run of a 7-digit cell the driver restarted past its cap (its record
+    trained more steps than ``recipes/common-protocol.yaml`` allows), where it has one: one
+    schedule, never restarted."""
+    cell = Cell(record["task"], record["method"], record["seed"])
+    cap = resolve(load_recipe(os.path.join("recipes", "common-protocol.yaml")), cell).run.steps
+    path = os.path.join("results", "common-protocol", record["task"], f"{cell.method}-s{cell.seed}")
+    redone = os.path.join(path, "eval.json")
+    if record["train_steps"] <= cap or not os.path.exists(redone):
+        return None
+    return {**json.load(open(redone)), **{k: record[k] for k in ("method", "digits", "numbers")}}
+
+
 def records() -> list[dict]:
     """The records in ``OUT``, each with its cell from the file name (``method``, ``digits``,
-    ``numbers``, ``seed``)."""
+    ``numbers``, ``seed``); a 7-digit cell the driver restarted, by its ``rerun`` if it has one."""
     found = []
     for path in sorted(glob.glob(os.path.join(OUT, "*.json"))):
         task, method, uniform, digits, seed = re.fullmatch(
@@ -73,7 +88,7 @@ def records() -> list[dict]:
                 "seed": int(seed),
             }
         )
-    return found
+    return [(r["numbers"] == "uniform" and r["digits"] == POOL and rerun(r)) or r for r in found]
 
 
 def abc_at_pool() -> list[dict]:
@@ -151,13 +166,16 @@ def sweep_table(found: list[dict]) -> None:
             )
 
 
-def recipe_records() -> list[dict]:
-    """The cells the recipes ran: ``results/RECIPE/TASK/METHOD-sSEED/eval.json``."""
-    return [
+def recipe_records(first: list[dict]) -> list[dict]:
+    """The cells the recipes ran: ``results/RECIPE/TASK/METHOD-sSEED/eval.json``, but the reruns
+    the first table (``first``) already holds."""
+    shown = {r["commit"] + r["command"] for r in first}
+    found = [
         {**json.load(open(path)), "root": path.split(os.sep)[1]}
         for recipe in RECIPES
         for path in sorted(glob.glob(os.path.join("results", recipe, "*", "*", "eval.json")))
     ]
+    return [r for r in found if r["commit"] + r["command"] not in shown]
 
 
 def recipe_table(found: list[dict]) -> None:
@@ -238,6 +256,6 @@ if __name__ == "__main__":
         print()
         call(sweep_table, abc_at_pool() + records())
         print()
-        call(recipe_table, recipe_records())
+        call(recipe_table, recipe_records(records()))
     else:
         call(lambda: sweep_plot(abc_at_pool() + records()).savefig(given.png, dpi=120))
