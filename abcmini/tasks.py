@@ -329,24 +329,14 @@ def mixed(examples: list[Example]) -> Example:
     prompt padded with ``PAD`` in front (so every answer starts in one column), each answer and
     target with ``PAD`` behind; the decoder-only model masks the prompt's ``PAD`` and the loss
     skips the target's."""
-    pad = torch.nn.functional.pad
-    width = lambda name: max(getattr(e, name).shape[1] for e in examples)  # noqa: E731
-    parts = {
-        name: torch.cat(
-            [
-                pad(
-                    t,
-                    (width(name) - t.shape[1], 0)
-                    if name == "src"
-                    else (0, width(name) - t.shape[1]),
-                    value=PAD,
-                )
-                for t in (getattr(e, name) for e in examples)
-            ]
-        )
-        for name in ("src", "tgt_in", "tgt_out")
-    }
-    return Example(**parts)
+
+    def padded(name: str, in_front: bool) -> torch.Tensor:
+        rows = [getattr(e, name) for e in examples]
+        width = max(t.shape[1] for t in rows)
+        sides = lambda t: (width - t.shape[1], 0) if in_front else (0, width - t.shape[1])  # noqa: E731
+        return torch.cat([torch.nn.functional.pad(t, sides(t), value=PAD) for t in rows])
+
+    return Example(padded("src", True), padded("tgt_in", False), padded("tgt_out", False))
 
 
 def padding_cells(tokens: torch.Tensor) -> torch.Tensor:
