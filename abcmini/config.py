@@ -579,8 +579,9 @@ class RunConfig:
 
     def _check_formats(self) -> None:
         """Mixed lengths, index hints and FIRE over randomized positions (Zhou et al.): hints take a
-        scheme that reads no digit layout (ABS windows, ABC lines, Abacus and Coupling ids read
-        runs of digit tokens, which hints break up); randomized FIRE, the decoder-only model."""
+        method without a scaffold (ABS windows and ABC lines sit at token offsets in a layout of
+        digit runs, which hints break up; Abacus's and Coupling's ids count digits through
+        them); randomized FIRE, the decoder-only model."""
         if self.batch_lengths not in ("one", "mixed"):
             raise ConfigError(f"--batch-lengths is one or mixed, not {self.batch_lengths!r}")
         if self.batch_lengths == "mixed" and not (
@@ -606,10 +607,10 @@ class RunConfig:
             return
         if self.task not in HINT_TASKS:
             raise ConfigError(f"--index-hints writes {', '.join(HINT_TASKS)}, not {self.task}")
-        if self.scheme in ("abacus", "coupling") or self.window is not None or self.bias_file:
+        if self.window is not None or self.bias_file:
             raise ConfigError(
-                "--index-hints put a token between digits, which ABS windows, ABC lines and the "
-                "ids of abacus and coupling read as runs; use another method"
+                "--index-hints put a token between digits, where ABS windows and ABC lines sit "
+                "at token offsets of digit runs; use a method without a scaffold"
             )
 
     @property

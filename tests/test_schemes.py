@@ -14,7 +14,7 @@ from abcmini.nn.fire import FIRE
 from abcmini.nn.positions import significance
 from abcmini.nn.randomized import eval_generator, randomized_positions
 from abcmini.nn.token_positions import TokenPositions
-from abcmini.tasks import PAD, Form, exact_length_numbers, format_task, mixed
+from abcmini.tasks import HINT, PAD, Form, exact_length_numbers, format_task, mixed
 from abcmini.train import Trainer
 
 NEW = ("random", "fire", "abacus", "coupling")
@@ -121,6 +121,32 @@ def test_reversed_operands_give_each_digit_the_ids_of_its_significance(scheme, t
     order = mirror + list(range(len(mirror), plain.shape[1]))
     assert torch.equal(flipped[:, order], plain)
     assert not torch.equal(flipped, plain)
+
+
+@pytest.mark.parametrize("scheme", ["abacus", "coupling"])
+@pytest.mark.parametrize("reversed_", [False, True])
+def test_index_hints_leave_each_digit_the_embedding_of_its_significance(scheme, reversed_):
+    """Hints (a token before every digit) do not end a number: every digit gets the embedding it
+    gets without hints, every hint the one a non-digit token gets (Abacus 0, Coupling ``s − 1``)."""
+    a, b = exact_length_numbers(4, 0)[:4], exact_length_numbers(3, 1)[:4]
+    module = TokenPositions(scheme, 16, 10, hint_from=HINT).eval()
+    plain, hinted = (
+        module(tokens, ex.src.shape[1], module.draw(4, 10, "cpu"))
+        for ex in (
+            format_task("addition", a, b, 5, Form(reversed=reversed_, hints=hints))
+            for hints in (0, 8)
+        )
+        for tokens in [torch.cat([ex.src, ex.tgt_in], dim=1)]
+    )
+    ex = format_task("addition", a, b, 5, Form(reversed=reversed_, hints=8))
+    is_hint = torch.cat([ex.src, ex.tgt_in], dim=1)[0] >= HINT
+    assert torch.equal(hinted[:, ~is_hint], plain)
+    other = plain[0, 0]  # "$": no digit's id
+    assert all(torch.equal(row, other) for row in hinted[0, is_hint])
+    unhinted = TokenPositions(scheme, 16, 10).eval()  # hints read as tokens that end numbers
+    unhinted.load_state_dict(module.state_dict())
+    tokens = torch.cat([ex.src, ex.tgt_in], dim=1)
+    assert not torch.equal(unhinted(tokens, ex.src.shape[1], module.draw(4, 10, "cpu")), hinted)
 
 
 def test_coupling_second_level_gives_a_running_sum_the_id_of_the_operand_it_adds():
@@ -380,6 +406,23 @@ def test_zhou_recipe_trains_hints_over_randomized_fire_and_decodes_alike_with_an
     assert torch.equal(logits, again)  # a test's draw is kept
 
 
+@pytest.mark.parametrize("scheme", ["abacus", "coupling"])
+def test_abacus_and_coupling_train_on_index_hints_and_decode_alike_with_and_without_cache(
+    tmp_path, scheme
+):
+    trainer = tiny_addition(
+        tmp_path, scheme=scheme, index_hints=12, pad_width=5, train_digits=5, batch_size=8
+    )
+    assert all(trainer.step() > 0 for _ in range(2))
+    trainer.model.eval()
+    ex = format_task(
+        "addition", torch.randint(0, 10, (6, 9)), torch.randint(0, 10, (6, 9)), 9, trainer.cfg.form
+    )
+    steps = ex.tgt_out.shape[1]
+    decoded = trainer.model.greedy(ex.src, steps)
+    assert torch.equal(decoded, trainer.model.greedy(ex.src, steps, use_cache=False))
+
+
 @pytest.mark.parametrize("scheme", ["vanilla", "fire", "alibi", "coupling", "abacus"])
 def test_a_row_of_a_mixed_length_batch_reads_as_it_would_alone(tmp_path, scheme):
     trainer = tiny_addition(
@@ -405,7 +448,7 @@ def test_a_row_of_a_mixed_length_batch_reads_as_it_would_alone(tmp_path, scheme)
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"scheme": "abacus"}, "index-hints put a token between digits"),
+        ({"scheme": "vanilla", "window": 1}, "index-hints put a token between digits"),
         ({"task": "multiply"}, "index-hints writes successor, addition, nx1"),
         ({"fire_positions": "randomized", "scheme": "random"}, "FIRE's in the decoder-only"),
         ({"fire_positions": "randomized", "arch": "encoder-decoder"}, "FIRE's in the decoder-only"),

@@ -15,8 +15,10 @@ from abcmini.nn.positions import significance
 MAX_POSITION = 512
 
 
-def abacus_ids(digit: torch.Tensor, lsd_first: bool, offset: torch.Tensor) -> torch.Tensor:
+def abacus_ids(
+    digit: torch.Tensor, lsd_first: bool, offset: torch.Tensor, hint: torch.Tensor | None = None
+) -> torch.Tensor:
     """``[b n]``: ``1 + k +`` a digit's place in its own number, 0 for any other token; ``offset
-    [b]`` holds each example's ``k``."""
-    place = significance(digit, lsd_first)
+    [b]`` holds each example's ``k``; index hints (``hint``) get 0 and do not end a number."""
+    place = significance(digit, lsd_first, hint)
     return torch.where(place >= 0, place + 1 + offset[:, None], torch.zeros_like(place))

@@ -55,6 +55,7 @@ class ModelConfig:
     digit_tokens: int = (
         10  # token ids below this are digits: an anchored bias finds the input's segments by them
     )
+    hint_from: int = 15  # token ids from this one on are index hints (abcmini.tasks.HINT)
 
     def __post_init__(self):
         if self.scheme not in SCHEMES:

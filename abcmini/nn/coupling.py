@@ -22,10 +22,13 @@ from abcmini.nn.positions import significance
 MAX_POSITION = 512
 
 
-def coupled_ids(digit: torch.Tensor, lsd_first: bool, start: torch.Tensor) -> torch.Tensor:
+def coupled_ids(
+    digit: torch.Tensor, lsd_first: bool, start: torch.Tensor, hint: torch.Tensor | None = None
+) -> torch.Tensor:
     """``[b n]``: ``s + i`` for a digit of significance ``i``, ``s − 1`` for any other token;
-    ``start [b]`` holds each example's ``s`` (at least 1)."""
-    return significance(digit, lsd_first) + start[:, None]
+    ``start [b]`` holds each example's ``s`` (at least 1); index hints (``hint``) do not end a
+    number."""
+    return significance(digit, lsd_first, hint) + start[:, None]
 
 
 def number_ids(digit: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
@@ -36,17 +39,25 @@ def number_ids(digit: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
 
 
 def level_ids(
-    digit: torch.Tensor, answer_from: int, starts: torch.Tensor, lsd_input: bool = False
+    digit: torch.Tensor,
+    answer_from: int,
+    starts: torch.Tensor,
+    lsd_input: bool = False,
+    hint: torch.Tensor | None = None,
 ) -> list[torch.Tensor]:
     """Each level's ids ``[b n]`` of a sequence whose answer starts at ``answer_from`` (prompt
     most significant digit first unless ``lsd_input``, answer reversed); ``starts [b levels]``:
-    each level's start."""
+    each level's start; ``hint``: index hints (one level only, ``config.HINT_TASKS``)."""
     prompt, answer = digit[:, :answer_from], digit[:, answer_from:]
     if starts.shape[1] == 3:
         return multiply_ids(prompt, answer, starts, lsd_input)
+    hints = (None, None) if hint is None else (hint[:, :answer_from], hint[:, answer_from:])
     ids = [
         torch.cat(
-            [coupled_ids(prompt, lsd_input, starts[:, 0]), coupled_ids(answer, True, starts[:, 0])],
+            [
+                coupled_ids(prompt, lsd_input, starts[:, 0], hints[0]),
+                coupled_ids(answer, True, starts[:, 0], hints[1]),
+            ],
             dim=1,
         )
     ]

@@ -99,16 +99,24 @@ class RelativePosition(nn.Module):
         return per_distance.gather(-1, index)
 
 
-def significance(digit: torch.Tensor, lsd_first: bool) -> torch.Tensor:
+def significance(
+    digit: torch.Tensor, lsd_first: bool, through: torch.Tensor | None = None
+) -> torch.Tensor:
     """``[b n]``: each digit's place in its own number (0 for the least significant digit), −1
-    for every other token. A number is a run of digits in ``digit [b n]``; ``lsd_first`` says which
-    way its digits are written (abcmini writes inputs most significant first, answers reversed)."""
+    for every other token. A number is a run of digits in ``digit [b n]``, running on through the
+    tokens ``through`` marks (index hints, one before each digit) without counting them;
+    ``lsd_first`` says which way its digits are written (abcmini writes inputs most significant
+    first, answers reversed)."""
     if not lsd_first:
-        return significance(digit.flip(-1), True).flip(-1)
+        flip = None if through is None else through.flip(-1)
+        return significance(digit.flip(-1), True, flip).flip(-1)
+    member = digit if through is None else digit | through
     index = torch.arange(digit.shape[-1], device=digit.device).expand_as(digit)
-    starts = digit & ~torch.nn.functional.pad(digit[..., :-1], (1, 0), value=False)
-    run_start = torch.where(starts, index, torch.full_like(index, -1)).cummax(dim=-1).values
-    return torch.where(digit, index - run_start, torch.full_like(index, -1))
+    starts = member & ~torch.nn.functional.pad(member[..., :-1], (1, 0), value=False)
+    run_start = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=-1).values
+    before = digit.long().cumsum(-1) - digit.long()  # digits left of each token
+    place = before - before.gather(-1, run_start)
+    return torch.where(digit, place, torch.full_like(index, -1))
 
 
 def attention_terms(scheme: str | None, heads: int, dim_head: int, max_distance: int, causal: bool):

@@ -29,6 +29,7 @@ def token_positions(cfg) -> "TokenPositions | None":
         cfg.max_position,
         cfg.coupling_levels,
         cfg.lsd_input,
+        cfg.hint_from,
     )
 
 
@@ -42,9 +43,10 @@ class TokenPositions(nn.Module):
         max_position: int | None = None,
         levels: int = 1,
         lsd_input: bool = False,
+        hint_from: int | None = None,
     ):
         super().__init__()
-        self.lsd_input = lsd_input
+        self.lsd_input, self.hint_from = lsd_input, hint_from
         self.scheme, self.dim, self.digit_tokens, self.pe_scale, self.levels = (
             scheme,
             dim,
@@ -116,18 +118,22 @@ class TokenPositions(nn.Module):
                 self.randomized(batch, total, tokens.device)[:, :n], self.dim
             )
         digit, starts = tokens < self.digit_tokens, shift.reshape(batch, -1)
+        hint = None if self.hint_from is None else tokens >= self.hint_from
         if self.scheme == "abacus":
+            parts = [(slice(None, answer_from), self.lsd_input), (slice(answer_from, None), True)]
             levels = [
                 torch.cat(
                     [
-                        abacus.abacus_ids(digit[:, :answer_from], self.lsd_input, shift),
-                        abacus.abacus_ids(digit[:, answer_from:], True, shift),
+                        abacus.abacus_ids(
+                            digit[:, part], lsd, shift, None if hint is None else hint[:, part]
+                        )
+                        for part, lsd in parts
                     ],
                     dim=1,
                 )
             ]
         else:
-            levels = coupling.level_ids(digit, answer_from, starts, self.lsd_input)
+            levels = coupling.level_ids(digit, answer_from, starts, self.lsd_input, hint)
         checked = [ids[:, :answer_from] for ids in levels] if decoding else levels
         top = max((int(ids.max()) for ids in checked if ids.numel()), default=0)
         if top > self.max_position:
