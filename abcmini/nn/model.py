@@ -271,11 +271,7 @@ class Scaffolded(nn.Module):
         training only: a test's shift is fixed), and a part has at most as many numbers as tokens."""
         if self.token_positions is None:
             return None
-        longest = (
-            max(int(self.places(src).max()) + 1, n_q)
-            if self.training
-            else n_q
-        )
+        longest = max(int(self.places(src).max()) + 1, n_q) if self.training else n_q
         return self.token_positions.draw(
             src.shape[0], longest, src.device, count=max(src.shape[1], n_q)
         )
