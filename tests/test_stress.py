@@ -10,6 +10,7 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
+from abcmini.outputs.dashboard import cell_html
 from abcmini.outputs.report import stress_table
 from abcmini.stress import FAMILIES, SIZE, families, stress_operands
 from abcmini.tasks import EOS, PLUS, format_task, operand_count
@@ -89,6 +90,7 @@ NAMED = {  # (task, family) → what the family's name says of one input at leng
     ("nx1", "zero_runs"): lambda L, a, b: half_zeros(a, L) and b > 0,
     ("nx1", "identity"): lambda L, a, b: width(a) == L and b == 1,
     ("nx1", "absorbing"): lambda L, a, b: width(a) == L and b == 0,
+    ("multiply", "both_long"): lambda L, a, b: width(a) == L and width(b) == L,
     ("multiply", "top_digits"): lambda L, a, b: all(
         width(x) == L and set(str(x)) <= set("89") for x in (a, b)
     ),
@@ -193,3 +195,26 @@ def test_the_stress_table_keeps_runs_of_another_training_draw_apart_from_the_see
     table = stress_table([run(0, 2, 0.0), run(1, 2, 0.0), run(0, 1, 1.0)])
     assert "| one_operand | nope+abc | 0.00 [0.00–0.00] |" in table
     assert "| one_operand | nope+abc, 1+ operands in training | 100.00 |" in table
+
+
+def test_a_family_that_is_a_published_test_says_how_the_two_compare():
+    """``both_long`` at 14 digits is the published 14×14 test: the table names the published
+    figure and how ours was made (training lengths, inputs per seed, seeds); at other lengths it
+    says nothing."""
+
+    def run(seed, lengths):
+        by = {"both_long": {str(n): 0.97 for n in lengths}}
+        return {"task": "multiply", "method": "nope+abc", "seed": seed, "stress": by} | {
+            "train_digits": 4,
+            "stress_size": SIZE,
+        }
+
+    table = stress_table([run(0, (4, 14)), run(1, (4, 14))])
+    assert "both_long at 14 digits is the test of a published figure: Cho et al. 2025" in table
+    assert "97.65%" in table and "training on factors of 1–10 digits" in table
+    assert "Here: trained on numbers of 1–4 digits, 1,000 inputs per seed" in table
+    assert "seeds 0, 1." in table
+    assert "published" not in stress_table([run(0, (4, 8))])
+    record = run(0, (4, 14)) | {"run": "nowhere", "accuracy": {"4": 1.0}, "train_steps": 1}
+    shown, _ = cell_html(record, True)  # the dashboard's cell of the run
+    assert "Cho et al. 2025" in shown and "Here: trained on numbers of 1–4 digits" in shown

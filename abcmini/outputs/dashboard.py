@@ -49,9 +49,11 @@ from abcmini.outputs.report import (
     protocol,
     published_rows,
     summarize,
+    tested_here,
 )
 from abcmini.outputs.wandb_files import logged_history
 from abcmini.store import CHECKPOINT, StoreError, atomic_write, load_checkpoint
+from abcmini.stress import comparisons
 from abcmini.tasks import POOL_DIGITS, Example, Pool, detokenize, format_task, training_operands
 from abcmini.train import load_model
 
@@ -379,6 +381,10 @@ def cell_html(record: dict, first: bool) -> tuple[str, bool]:
         parts.append(
             f"<p>Stress families, exact match (%) of {record.get('stress_size', '')} inputs each:</p>"
             + rows_html("stress", ["family", *map(str, lengths)], rows)
+            + "".join(
+                f"<p>{html.escape(note)}. {html.escape(tested_here([record]))}</p>"
+                for note in comparisons(record["task"], lengths)
+            )
         )
     if not os.path.exists(os.path.join(run, CHECKPOINT)):
         parts.append(

@@ -27,6 +27,7 @@ from abcmini.store import (
     note_written,
     written,
 )
+from abcmini.stress import comparisons
 from abcmini.tasks import POOL_DIGITS
 
 TASK_ORDER = ("successor", "addition", "nx1", "parity", "parity_class")
@@ -573,8 +574,21 @@ def stress_table(results: list[dict]) -> str:
                 mine = [r["stress"].get(name, {}) for r in runs if drawn(r) == method]
                 row = [cell([by[str(n)] for by in mine if str(n) in by] or None) for n in lengths]
                 lines.append(f"| {name} | {method} | " + " | ".join(row) + " |")
-        lines.append("")
+        lines += ["", *(f"{note}. {tested_here(runs)}\n" for note in comparisons(task, lengths))]
     return "\n".join(lines)
+
+
+def tested_here(runs: list[dict]) -> str:
+    """How a family's figures were made, to set beside a published one: training lengths, test
+    size and seeds."""
+    digits = sorted({r.get("train_digits", POOL_DIGITS) for r in runs})
+    sizes = sorted({r.get("stress_size", 0) for r in runs})
+    seeds = sorted({r["seed"] for r in runs})
+    return (
+        f"Here: trained on numbers of 1–{'/'.join(map(str, digits))} digits, "
+        f"{'/'.join(f'{s:,}' for s in sizes)} inputs per seed and length, "
+        f"median [range] over seeds {', '.join(map(str, seeds))}."
+    )
 
 
 def calibrated_lines(results: list[dict]) -> str:
