@@ -70,33 +70,9 @@ def rerun(record: dict) -> dict | None:
     return {**json.load(open(redone)), **{k: record[k] for k in ("method", "digits", "numbers")}}
 
 
-def added_seeds(found: list[dict]) -> list[dict]:
-    """The recipe's runs (``results/common-protocol``) of a 7-digit cell at seeds the driver
-    never ran: the fourth and fifth seeds of cells whose three spread widely."""
-    ran = {(r["task"], r["method"], r["seed"]) for r in found if r["numbers"] == "uniform"}
-    added = []
-    for path in sorted(
-        glob.glob(os.path.join("results", "common-protocol", "*", "*", "eval.json"))
-    ):
-        method, seed = re.fullmatch(r"(.+)-s(\d+)", path.split(os.sep)[-2]).groups()
-        record = json.load(open(path))
-        if (record["task"], method, int(seed)) not in ran:
-            added.append(
-                {
-                    **record,
-                    "method": method,
-                    "digits": POOL,
-                    "numbers": "uniform",
-                    "seed": int(seed),
-                }
-            )
-    return added
-
-
 def records() -> list[dict]:
     """The records in ``OUT``, each with its cell from the file name (``method``, ``digits``,
-    ``numbers``, ``seed``); a 7-digit cell the driver restarted, by its ``rerun`` if it has one;
-    and the recipe's ``added_seeds``."""
+    ``numbers``, ``seed``); a 7-digit cell the driver restarted, by its ``rerun`` if it has one."""
     found = []
     for path in sorted(glob.glob(os.path.join(OUT, "*.json"))):
         task, method, uniform, digits, seed = re.fullmatch(
@@ -112,8 +88,7 @@ def records() -> list[dict]:
                 "seed": int(seed),
             }
         )
-    found = [(r["numbers"] == "uniform" and r["digits"] == POOL and rerun(r)) or r for r in found]
-    return found + added_seeds(found)
+    return [(r["numbers"] == "uniform" and r["digits"] == POOL and rerun(r)) or r for r in found]
 
 
 def abc_at_pool() -> list[dict]:
