@@ -26,14 +26,6 @@ class Family:
     name: str
     targets: str  # the way the task is hard that it aims at, in a few words
     build: Callable  # build(length, n, generator) -> operands for format_task
-    published: tuple[int, str] | None = None  # (length, a published figure on this test there)
-
-
-CHO_2025 = (
-    'Cho et al. 2025 (ICLR, "Arithmetic Transformers Can Length-Generalize in Both Operand '
-    'Length and Count") report a median 97.65% over their seeds on 14×14-digit products, '
-    "training on factors of 1–10 digits, on a test set of their own"
-)
 
 
 def exact(n: int, length: int, generator: torch.Generator) -> torch.Tensor:
@@ -169,7 +161,6 @@ FAMILIES = {
             "both_long",
             "both factors of L digits: the most rows, each of the most digits",
             lambda L, n, g: (exact(n, L, g), exact(n, L, g)),
-            published=(14, CHO_2025),
         ),
         Family(
             "top_digits",
@@ -227,17 +218,6 @@ FAMILIES = {
         ),
     ),
 }
-
-
-def comparisons(task: str, lengths) -> list[str]:
-    """What a published figure measures beside a family of ``task`` tested at one of ``lengths``
-    ("``both_long`` at 14 digits: …"), so a table that shows the family can say how the two
-    compare (training lengths, test set, seeds)."""
-    return [
-        f"{f.name} at {f.published[0]} digits is the test of a published figure: {f.published[1]}"
-        for f in families(task)
-        if f.published and f.published[0] in lengths
-    ]
 
 
 def families(task: str) -> tuple[Family, ...]:

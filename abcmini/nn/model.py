@@ -260,18 +260,17 @@ class Scaffolded(nn.Module):
         x, scale = self.embed(tokens), self.cfg.sinusoidal_scale
         return x + scale * sinusoidal(pos, self.cfg.d_model) if scale else x
 
-    def places(self, src: torch.Tensor) -> torch.Tensor:
-        """``positions.significance`` of a prompt (most significant digit first), through its
-        index hints."""
-        return significance(src < self.cfg.digit_tokens, False, src >= self.cfg.hint_from)
-
     def shift(self, src: torch.Tensor, n_q: int):
         """One draw of the token positions' shifts for a batch (``token_positions.TokenPositions.draw``):
         its numbers are at most the prompt's longest or the ``n_q`` answer tokens long (measured in
         training only: a test's shift is fixed), and a part has at most as many numbers as tokens."""
         if self.token_positions is None:
             return None
-        longest = max(int(self.places(src).max()) + 1, n_q) if self.training else n_q
+        if not self.training:
+            longest = n_q
+        else:  # the prompt's longest number, counted through its index hints
+            place = significance(src < self.cfg.digit_tokens, False, src >= self.cfg.hint_from)
+            longest = max(int(place.max()) + 1, n_q)
         return self.token_positions.draw(
             src.shape[0], longest, src.device, count=max(src.shape[1], n_q)
         )

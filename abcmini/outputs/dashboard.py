@@ -29,6 +29,7 @@ from abcmini.nn.schemes import TODAYS_SCHEMES
 from abcmini.nn.windows import Window
 from abcmini.outputs.method_views import COLUMNS, method_views, seconds_on
 from abcmini.outputs.paper import paper_accuracy
+from abcmini.outputs.published import comparisons
 from abcmini.outputs.report import (
     ABS_ROWS,
     LONG_LENGTH,
@@ -53,7 +54,6 @@ from abcmini.outputs.report import (
 )
 from abcmini.outputs.wandb_files import logged_history
 from abcmini.store import CHECKPOINT, StoreError, atomic_write, load_checkpoint
-from abcmini.stress import comparisons
 from abcmini.tasks import POOL_DIGITS, Example, Pool, detokenize, format_task, training_operands
 from abcmini.train import load_model
 

@@ -18,6 +18,7 @@ class Anchor:
     trained_digits: int
     tested_digits: int
     accuracy: str  # as the authors state it
+    family: str | None = None  # the stress family (abcmini.stress) whose test this is, if one is
 
     @property
     def ratio(self) -> float:
@@ -53,3 +54,30 @@ ANCHORS = (
         "> 98%",
     ),
 )
+
+
+STRESS_ANCHORS = (  # published N×M figures, each beside the stress family that is its test
+    Anchor(
+        "multi-level Position Coupling",
+        "coupling",
+        'Cho et al. 2025, ICLR ("Arithmetic Transformers Can Length-Generalize in Both Operand '
+        'Length and Count")',
+        "multiply",
+        10,
+        14,
+        "a median 97.65% over their seeds",
+        family="both_long",
+    ),
+)
+
+
+def comparisons(task: str, lengths) -> list[str]:
+    """What a published figure measures beside a stress family of ``task`` tested at one of
+    ``lengths``, so a table that shows the family can say how the two compare."""
+    return [
+        f"{a.family} at {a.tested_digits} digits is the test of a published figure: {a.source} "
+        f"report {a.accuracy} on {a.tested_digits}×{a.tested_digits}-digit products, training on "
+        f"factors of 1–{a.trained_digits} digits, on a test set of their own"
+        for a in STRESS_ANCHORS
+        if a.task == task and a.tested_digits in lengths
+    ]

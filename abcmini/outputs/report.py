@@ -15,7 +15,7 @@ from abcmini.nn.rules import RULES
 from abcmini.nn.schemes import TODAYS_SCHEMES
 from abcmini.outputs.figures import accuracy_curves, close, save
 from abcmini.outputs.paper import paper_accuracy
-from abcmini.outputs.published import ANCHORS
+from abcmini.outputs.published import ANCHORS, comparisons
 from abcmini.store import (
     EVAL_FILE,
     OTHER_TESTS,
@@ -27,7 +27,6 @@ from abcmini.store import (
     note_written,
     written,
 )
-from abcmini.stress import comparisons
 from abcmini.tasks import POOL_DIGITS
 
 TASK_ORDER = ("successor", "addition", "nx1", "parity", "parity_class")
