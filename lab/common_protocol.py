@@ -30,6 +30,7 @@ from abcmini.experiment import Cell, resolve
 from abcmini.outputs.method_views import on_a_gpu
 from abcmini.outputs.report import draw_notes, held_to, reach
 from abcmini.recipes import load_recipe
+from abcmini.sweep import expand, load_sweep
 
 OUT = os.path.join("results", "experiments", "common-protocol")
 LENGTHS = (6, 10, 20, 60, 100, 200, 500)  # the long protocol's
@@ -37,6 +38,12 @@ METHODS = ("random+varied", "fire+varied", "abacus+varied", "coupling+varied")
 TASKS = ("successor", "addition", "nx1")
 SWEEP = (7, 15, 30)  # the training lengths of the sweep (Addition)
 RECIPES = ("common-protocol", "common-protocol-tables", "common-protocol-authors")
+GRIDS = (  # the sweeps whose cells the third table shows, run or not
+    "common-protocol-seeds",
+    "common-protocol-tables",
+    "common-protocol-tables-seeds",
+    "common-protocol-authors",
+)
 RECIPE_LENGTHS = (7, 10, 14, 20, 35, 60)  # to the longest a 64-id table holds
 NONE = 0.1  # where the sweep's plot puts a seed that holds no tested length at 99%
 
@@ -178,22 +185,39 @@ def recipe_records(first: list[dict]) -> list[dict]:
     return [r for r in found if r["commit"] + r["command"] not in shown]
 
 
-def recipe_table(found: list[dict]) -> None:
-    """One row a recipe, task and method: exact match by length, median [range] over seeds."""
+def planned() -> dict[tuple, set[int]]:
+    """The third table's cells as its sweeps (``GRIDS``) lay them out: (recipe, task, method) →
+    the seeds they run."""
+    grid = {}
+    for name in GRIDS:
+        for run in expand(load_sweep(os.path.join("sweeps", f"{name}.yaml"))):
+            recipe = os.path.basename(run["recipe"]).removesuffix(".yaml")
+            grid.setdefault((recipe, run["task"], run["method"]), set()).add(run["seed"])
+    return grid
+
+
+def recipe_table(found: list[dict], grid: dict[tuple, set[int]]) -> None:
+    """One row a recipe, task and method: exact match by length, median [range] over seeds; "k
+    of n" seeds where the sweeps (``grid``) plan more than ran, "not run" where none did."""
     print(
         "| recipe | task | method | shape | seeds | "
         + " | ".join(map(str, RECIPE_LENGTHS))
         + " | ≥ 90% to, per seed | steps | examples (M) |"
     )
     print("|---|---|---|---|---|" + "---|" * len(RECIPE_LENGTHS) + "---|---|---|")
-    for recipe, task, method in itertools.product(RECIPES, TASKS, METHODS):
-        runs = [r for r in found if (r["root"], r["task"], r["method"]) == (recipe, task, method)]
+    for key in itertools.product(RECIPES, TASKS, METHODS):
+        runs = [r for r in found if (r["root"], r["task"], r["method"]) == key]
+        seeds = len(grid.get(key, set()) | {r["seed"] for r in runs})
+        count = f"{len(runs)} of {seeds}" if len(runs) < seeds else f"{len(runs)}"
+        recipe, task, method = key
         if not runs:
+            if seeds:
+                print(f"| `{recipe}` | {task} | `{method}` | | not run |" + " |" * 9)
             continue
         middle = sorted(runs, key=lambda r: r["train_steps"])[len(runs) // 2]
         shape = ", ".join(filter(None, (runs[0]["shape"], *draw_notes(runs[0]))))
         print(
-            f"| `{recipe}` | {task} | `{method}` | {shape} | {len(runs)} | "
+            f"| `{recipe}` | {task} | `{method}` | {shape} | {count} | "
             + " | ".join(by_length(runs, RECIPE_LENGTHS))
             + f" | {' / '.join(reach(r['accuracy'], 0.90) for r in runs)} | "
             f"{middle['train_steps']:,} | {middle['train_examples'] / 1e6:.2f} |"
@@ -256,6 +280,6 @@ if __name__ == "__main__":
         print()
         call(sweep_table, abc_at_pool() + records())
         print()
-        call(recipe_table, recipe_records(records()))
+        call(recipe_table, recipe_records(records()), planned())
     else:
         call(lambda: sweep_plot(abc_at_pool() + records()).savefig(given.png, dpi=120))

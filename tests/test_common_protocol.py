@@ -75,6 +75,40 @@ def test_the_sweep_table_names_the_seeds_trained_on_a_gpu(script, capsys):
     assert "| 2 | 30 (1.0×) / 30 (1.0×) |" in cpu_row
 
 
+def test_the_recipe_table_shows_every_cell_its_sweeps_plan_run_or_not(script, capsys, monkeypatch):
+    """The third table lays out the cells of its sweeps (``GRIDS``): a cell with fewer records
+    than its sweeps' seeds says "k of n", one with none "not run"; the grid comes from the sweep
+    files themselves."""
+    cp = script("common_protocol")
+    monkeypatch.chdir(ROOT)
+    grid = cp.planned()
+    assert grid[("common-protocol-authors", "nx1", "abacus+varied")] == {0, 1, 2}
+    assert grid[("common-protocol-tables", "successor", "coupling+varied")] == {0, 1, 2, 3, 4}
+
+    def run(seed):
+        return {
+            "root": "common-protocol-tables",
+            "task": "successor",
+            "method": "coupling+varied",
+            "seed": seed,
+            "shape": "1 layer",
+            "accuracy": {"7": 1.0, "10": 0.5},
+            "train_steps": 3000,
+            "train_examples": 384_000,
+        }
+
+    cp.recipe_table([run(0), run(1), run(2)], grid)
+    rows = {
+        tuple(cell.strip(" `") for cell in line.split("|")[1:4]): line
+        for line in capsys.readouterr().out.splitlines()[2:]
+    }
+    header = 5 + len(cp.RECIPE_LENGTHS) + 3
+    assert all(line.count("|") == header + 1 for line in rows.values())
+    assert "| 3 of 5 |" in rows[("common-protocol-tables", "successor", "coupling+varied")]
+    assert "| not run |" in rows[("common-protocol-authors", "nx1", "abacus+varied")]
+    assert ("common-protocol-authors", "successor", "random+varied") not in rows  # not planned
+
+
 @pytest.mark.parametrize("digits", [15, 30])
 def test_abc_in_the_sweep_is_tested_with_the_leading_zeros_it_trained_with(digits):
     """ABC at 15 digits once ran with ``--pad-width 15``: tested in frames with no leading zeros,
