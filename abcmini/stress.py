@@ -118,6 +118,21 @@ def one_long(length: int, n: int, generator: torch.Generator) -> torch.Tensor:
     return a
 
 
+def column_chain(length: int, n: int, generator: torch.Generator) -> torch.Tensor:
+    """Multiadd: ``operand_count(length)`` operands whose digits, drawn from the whole range, sum
+    to 9 in every column above the units, where two of them sum to 10 or more: one carry runs
+    from the units through every column, though no column holds the 8s and 9s of ``top_digits``
+    (or of the top-heavy training draw)."""
+    count = operand_count(length)
+    balls = torch.randint(count, (n, length, 9), generator=generator)  # 9 split among operands
+    a = rearrange(torch.nn.functional.one_hot(balls, count).sum(2), "n w k -> n k w")
+    a[..., -1] = 0
+    first = torch.randint(1, 10, (n,), generator=generator)
+    a[:, 0, -1] = first
+    a[:, 1, -1] = 10 - first + torch.randint(0, 10, (n,), generator=generator) % first
+    return a
+
+
 FAMILIES = {
     "successor": (
         Family("carry_chain", "a carry through half the number or more", successor_chain),
@@ -190,6 +205,11 @@ FAMILIES = {
             "all_nines",
             "every operand 99…9: the running sum grows by its width's carry each block",
             lambda L, n, g: (operands(operand_count(L), L, n, lambda r: nines(r, L)), None),
+        ),
+        Family(
+            "carry_chain",
+            "one carry through every column, each column's digits summing to 9",
+            lambda L, n, g: (column_chain(L, n, g), None),
         ),
         Family(
             "top_digits",

@@ -57,6 +57,12 @@ def carries_from_units(x: int, y: int) -> int:
     return run
 
 
+def columns_sum_to_nine_over_a_carry(length: int, operands: tuple[int, ...]) -> bool:
+    """Every column above the units sums to 9, the units to 10 … 19: a carry through them all."""
+    column = [sum(x // 10**c % 10 for x in operands) for c in range(length)]
+    return 10 <= column[0] <= 19 and column[1:] == [9] * (length - 1) and max(operands) < 10**length
+
+
 def width(x: int) -> int:
     return len(str(x))
 
@@ -103,6 +109,9 @@ NAMED = {  # (task, family) → what the family's name says of one input at leng
     ("multiply", "absorbing"): lambda L, a, b: width(a) == L and b == 0,
     ("multiadd", "all_nines"): lambda L, *x: (
         len(x) == operand_count(L) and all(v == 10**L - 1 for v in x)
+    ),
+    ("multiadd", "carry_chain"): lambda L, *x: (
+        len(x) == operand_count(L) and columns_sum_to_nine_over_a_carry(L, x)
     ),
     ("multiadd", "top_digits"): lambda L, *x: (
         len(x) == operand_count(L) and all(width(v) == L and set(str(v)) <= set("89") for v in x)
