@@ -212,7 +212,10 @@ def recipe_table(found: list[dict], grid: dict[tuple, set[int]]) -> None:
         recipe, task, method = key
         if not runs:
             if seeds:
-                print(f"| `{recipe}` | {task} | `{method}` | | not run |" + " |" * 9)
+                print(
+                    f"| `{recipe}` | {task} | `{method}` | | not run |"
+                    + " |" * (len(RECIPE_LENGTHS) + 3)
+                )
             continue
         middle = sorted(runs, key=lambda r: r["train_steps"])[len(runs) // 2]
         shape = ", ".join(filter(None, (runs[0]["shape"], *draw_notes(runs[0]))))
