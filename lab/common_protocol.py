@@ -41,7 +41,6 @@ RECIPES = ("common-protocol", "common-protocol-tables", "common-protocol-authors
 GRIDS = (  # the sweeps whose cells the third table shows, run or not
     "common-protocol-seeds",
     "common-protocol-tables",
-    "common-protocol-tables-seeds",
     "common-protocol-authors",
 )
 RECIPE_LENGTHS = (7, 10, 14, 20, 35, 60)  # to the longest a 64-id table holds

@@ -82,8 +82,9 @@ def test_the_recipe_table_shows_every_cell_its_sweeps_plan_run_or_not(script, ca
     cp = script("common_protocol")
     monkeypatch.chdir(ROOT)
     grid = cp.planned()
-    assert grid[("common-protocol-authors", "nx1", "abacus+varied")] == {0, 1, 2}
-    assert grid[("common-protocol-tables", "successor", "coupling+varied")] == {0, 1, 2, 3, 4}
+    assert grid[("common-protocol-authors", "nx1", "abacus+varied")] == {0, 1, 2, 3, 4}
+    assert grid[("common-protocol", "addition", "coupling+varied")] == {0, 1, 2, 3, 4}
+    assert ("common-protocol-tables", "successor", "fire+varied") not in grid  # FIRE has no table
 
     def run(seed):
         return {
