@@ -279,6 +279,16 @@ def test_the_calibrations_table_of_recipe_md_is_its_records():
     )  # the blocks are not empty
 
 
+def test_the_stress_table_of_decoder_only_md_is_its_records():
+    with open("docs/decoder-only.md") as f:
+        text = f.read()
+    assert with_blocks(text, collect("results/decoder"), only=("stress",)) == text, (
+        "docs/decoder-only.md's stress table differs from its records: run abcmini report "
+        "results/decoder --out runs/decoder.md --readme docs/decoder-only.md --block stress"
+    )
+    assert "| carry_chain | nope+abc |" in text  # the block is not empty
+
+
 def test_the_stress_table_of_multi_operand_md_is_its_records():
     with open("docs/multi-operand.md") as f:
         text = f.read()
