@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAB = os.path.join(ROOT, "lab")
@@ -19,6 +20,7 @@ BAD = {  # script → arguments that name something that is not there
     "first_errors": [MISSING, "6", "10"],
     "frames": [MISSING, "6", "10"],
     "carry_errors": [MISSING, "6"],
+    "chain_errors": [MISSING, "6"],
     "block_errors": [MISSING, "7"],
     "block_lines": [MISSING],
     "attention_png": [MISSING, "out.png"],
@@ -54,3 +56,14 @@ def test_a_lab_script_without_its_arguments_is_one_line(script, tmp_path):
 def test_a_lab_script_on_a_missing_run_is_one_line(script, tmp_path):
     line = one_line(lab(os.path.join(LAB, f"{script}.py"), *BAD[script], cwd=tmp_path))
     assert "nonexistent" in line or "invalid" in line, line
+
+
+def test_chain_errors_groups_by_the_run_of_nines_a_number_ends_in(monkeypatch):
+    """``lab/chain_errors.py``: a number's run is its trailing nines only (a 9 above a smaller
+    digit does not count), and each run's share is over its own inputs."""
+    monkeypatch.syspath_prepend(LAB)
+    from chain_errors import by_nines
+
+    a = torch.tensor([[1, 9, 9], [9, 8, 9], [9, 9, 9], [2, 9, 9], [1, 2, 3]])
+    hits = torch.tensor([True, False, False, True, True])
+    assert by_nines(a, hits) == {0: (1, 1.0), 1: (1, 0.0), 2: (2, 1.0), 3: (1, 0.0)}
