@@ -187,7 +187,7 @@ def test_eval_stress_scores_a_shipped_multiply_checkpoint(tmp_path, monkeypatch)
     for command in (["report", root], ["dashboard", root, "--out", str(tmp_path / "d.html")]):
         assert CliRunner().invoke(app, command).exit_code == 0
     page = (tmp_path / "root" / "report.md").read_text()
-    assert "## Stress families" in page and "| nines_multiplier | nope+abc |" in page
+    assert "## Stress families" in page and "| nines_multiplier | nope+abc | 0 |" in page
     assert "nines_multiplier" in (tmp_path / "d.html").read_text()
 
 
@@ -202,8 +202,8 @@ def test_the_stress_table_keeps_runs_of_another_training_draw_apart_from_the_see
         )
 
     table = stress_table([run(0, 2, 0.0), run(1, 2, 0.0), run(0, 1, 1.0)])
-    assert "| one_operand | nope+abc | 0.00 [0.00–0.00] |" in table
-    assert "| one_operand | nope+abc, 1+ operands in training | 100.00 |" in table
+    assert "| one_operand | nope+abc | 0, 1 | 0.00 [0.00–0.00] |" in table
+    assert "| one_operand | nope+abc, 1+ operands in training | 0 | 100.00 |" in table
 
 
 def test_a_family_that_is_a_published_test_says_how_the_two_compare():
@@ -222,7 +222,7 @@ def test_a_family_that_is_a_published_test_says_how_the_two_compare():
     assert "both_long at 14 digits is the test of a published figure: Cho et al. 2025" in table
     assert "97.65%" in table and "training on factors of 1–10 digits" in table
     assert "Here: trained on numbers of 1–4 digits, 1,000 inputs per seed" in table
-    assert "seeds 0, 1." in table
+    assert "over the seeds a row names (0, 1)." in table
     assert "published" not in stress_table([run(0, (4, 8))])
     record = run(0, (4, 14)) | {"run": "nowhere", "accuracy": {"4": 1.0}, "train_steps": 1}
     shown, _ = cell_html(record, True)  # the dashboard's cell of the run

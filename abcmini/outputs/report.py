@@ -561,18 +561,22 @@ def drawn(record: dict) -> str:
 
 def stress_table(results: list[dict]) -> str:
     """Exact match (%) on each task's stress families (``abcmini eval --stress``): a row per
-    family and run, a column per length, median [range] over seeds."""
+    family and run, a column per length, median [range] over the seeds the row names."""
     lines = []
     for task in sorted({r["task"] for r in results if r.get("stress")}, key=str):
         runs = [r for r in results if r["task"] == task and r.get("stress")]
         lengths = sorted({int(n) for r in runs for by in r["stress"].values() for n in by})
-        lines += [f"**{task}**\n", "| family | method | " + " | ".join(map(str, lengths)) + " |"]
-        lines.append("|---|---|" + "---|" * len(lengths))
+        head = "| family | method | seeds | " + " | ".join(map(str, lengths)) + " |"
+        lines += [f"**{task}**\n", head, "|---|---|---|" + "---|" * len(lengths)]
         for name in dict.fromkeys(name for r in runs for name in r["stress"]):
             for method in sorted({drawn(r) for r in runs}):
-                mine = [r["stress"].get(name, {}) for r in runs if drawn(r) == method]
-                row = [cell([by[str(n)] for by in mine if str(n) in by] or None) for n in lengths]
-                lines.append(f"| {name} | {method} | " + " | ".join(row) + " |")
+                mine = [r for r in runs if drawn(r) == method]
+                seeds = ", ".join(str(r["seed"]) for r in sorted(mine, key=lambda r: r["seed"]))
+                by_length = [r["stress"].get(name, {}) for r in mine]
+                row = [
+                    cell([by[str(n)] for by in by_length if str(n) in by] or None) for n in lengths
+                ]
+                lines.append(f"| {name} | {method} | {seeds} | " + " | ".join(row) + " |")
         lines += ["", *(f"{note}. {tested_here(runs)}\n" for note in comparisons(task, lengths))]
     return "\n".join(lines)
 
@@ -586,7 +590,7 @@ def tested_here(runs: list[dict]) -> str:
     return (
         f"Here: trained on numbers of 1–{'/'.join(map(str, digits))} digits, "
         f"{'/'.join(f'{s:,}' for s in sizes)} inputs per seed and length, "
-        f"median [range] over seeds {', '.join(map(str, seeds))}."
+        f"median [range] over the seeds a row names ({', '.join(map(str, seeds))})."
     )
 
 
