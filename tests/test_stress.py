@@ -226,4 +226,7 @@ def test_a_family_that_is_a_published_test_says_how_the_two_compare():
     assert "published" not in stress_table([run(0, (4, 8))])
     record = run(0, (4, 14)) | {"run": "nowhere", "accuracy": {"4": 1.0}, "train_steps": 1}
     shown, _ = cell_html(record, True)  # the dashboard's cell of the run
-    assert "Cho et al. 2025" in shown and "Here: trained on numbers of 1–4 digits" in shown
+    assert (
+        "Cho et al. 2025" in shown
+        and "1–4 digits, 1,000 inputs per seed and length, seed 0." in shown
+    )

@@ -590,7 +590,11 @@ def tested_here(runs: list[dict]) -> str:
     return (
         f"Here: trained on numbers of 1–{'/'.join(map(str, digits))} digits, "
         f"{'/'.join(f'{s:,}' for s in sizes)} inputs per seed and length, "
-        f"median [range] over the seeds a row names ({', '.join(map(str, seeds))})."
+        + (
+            f"seed {seeds[0]}."
+            if len(seeds) == 1
+            else f"median [range] over the seeds a row names ({', '.join(map(str, seeds))})."
+        )
     )
 
 
