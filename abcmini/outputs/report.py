@@ -93,6 +93,7 @@ class Protocol(NamedTuple):
     train_numbers: str  # pool, or uniform: drawn digit by digit (RunConfig.train_numbers)
     operand_order: str  # msd, or reversed: least significant digit first
     min_operands: int  # multiadd: the fewest operands a training input adds
+    top_share: float  # the share of training examples drawn top-heavy (tasks.top_heavy)
 
 
 def protocol(record: dict) -> Protocol:
@@ -108,6 +109,7 @@ def protocol(record: dict) -> Protocol:
         record.get("train_numbers", "pool"),
         record.get("operand_order", "msd"),
         record.get("min_operands", 2),
+        record.get("top_share", 0.0),
     )
 
 
@@ -124,6 +126,7 @@ def describe_protocol(key: tuple) -> str:
         train_numbers,
         operand_order,
         min_operands,
+        top_share,
     ) = key
     frame = (
         "growing geometry"
@@ -146,6 +149,7 @@ def describe_protocol(key: tuple) -> str:
     numbers += ", operands of unequal lengths in training" if operand_lengths == "unequal" else ""
     numbers += ", operands least significant digit first" if operand_order == "reversed" else ""
     numbers += f", training inputs of {min_operands} operands and more" if min_operands != 2 else ""
+    numbers += f", {top_share:.0%} of training inputs top-heavy" if top_share else ""
     return f"recipe {recipe}, {model_name(arch)} model, preset {preset}{f' ({shape})' if shape else ''}, {frame}{numbers}"
 
 
