@@ -206,23 +206,34 @@ def test_the_stress_table_keeps_runs_of_another_training_draw_apart_from_the_see
     assert "| one_operand | nope+abc, 1+ operands in training | 0 | 100.00 |" in table
 
 
-def test_a_run_of_the_top_heavy_draw_is_never_pooled_as_a_seed_of_the_recipes_run():
-    """Seed 2 retrained with ``--top-share 0.25`` is another protocol: the report's pooled tables
-    keep the recipe's seed 2 and name the other run as left out, with its draw, whichever comes
-    first."""
+@pytest.mark.parametrize(
+    "draw, words",
+    [
+        ({"top_share": 0.25}, "25% top-heavy draw"),
+        ({"min_operands": 1}, "1+ operands in training"),
+        ({"operand_order": "reversed"}, "reversed operands"),
+        ({"index_hints": 64}, "index hints"),
+        ({"batch_lengths": "mixed"}, "lengths mixed in a batch"),
+        ({"fire_positions": "randomized"}, "FIRE over randomized positions"),
+    ],
+)
+def test_a_run_of_another_draw_is_never_pooled_as_a_seed_of_the_recipes_run(draw, words):
+    """Seed 2 retrained with another training draw or input format (``--top-share 0.25``,
+    ``--index-hints``, ...) is another protocol: the report's pooled tables keep the recipe's seed
+    2 and name the other run as left out, with its draw, whichever comes first."""
     from abcmini.outputs.report import pool
 
-    def run(seed, share):
-        name = f"abc-s{seed}" + ("-top" if share else "")
+    def run(seed, other):
+        name = f"abc-s{seed}" + ("-other" if other else "")
         record = {"task": "successor", "method": "nope+abc", "seed": seed, "run": name}
-        return record | ({"top_share": share} if share else {})
+        return record | (draw if other else {})
 
-    records = [run(2, 0), run(2, 0.25), run(1, 0)]
+    records = [run(2, False), run(2, True), run(1, False)]
     for order in (records, records[::-1]):
         kept, left_out = pool(order)
         assert sorted(r["run"] for r in kept) == ["abc-s1", "abc-s2"]
-        assert [name for name, _ in left_out] == ["abc-s2-top"]
-        assert "25% of training inputs top-heavy, not recipe" in left_out[0][1]
+        assert [name for name, _ in left_out] == ["abc-s2-other"]
+        assert f"{words}, not recipe" in left_out[0][1]
 
 
 def test_a_family_that_is_a_published_test_says_how_the_two_compare():

@@ -91,9 +91,7 @@ class Protocol(NamedTuple):
     train_digits: int  # the longest training number
     operand_lengths: str
     train_numbers: str  # pool, or uniform: drawn digit by digit (RunConfig.train_numbers)
-    operand_order: str  # msd, or reversed: least significant digit first
-    min_operands: int  # multiadd: the fewest operands a training input adds
-    top_share: float  # the share of training examples drawn top-heavy (tasks.top_heavy)
+    draw: tuple[str, ...]  # where the training draw or input format is not the protocol's
 
 
 def protocol(record: dict) -> Protocol:
@@ -107,9 +105,7 @@ def protocol(record: dict) -> Protocol:
         record.get("train_digits", POOL_DIGITS),
         record.get("operand_lengths", "equal"),
         record.get("train_numbers", "pool"),
-        record.get("operand_order", "msd"),
-        record.get("min_operands", 2),
-        record.get("top_share", 0.0),
+        tuple(draw_notes(record)),
     )
 
 
@@ -124,9 +120,7 @@ def describe_protocol(key: tuple) -> str:
         train_digits,
         operand_lengths,
         train_numbers,
-        operand_order,
-        min_operands,
-        top_share,
+        draw,
     ) = key
     frame = (
         "growing geometry"
@@ -147,9 +141,7 @@ def describe_protocol(key: tuple) -> str:
         else ""
     )
     numbers += ", operands of unequal lengths in training" if operand_lengths == "unequal" else ""
-    numbers += ", operands least significant digit first" if operand_order == "reversed" else ""
-    numbers += f", training inputs of {min_operands} operands and more" if min_operands != 2 else ""
-    numbers += f", {top_share:.0%} of training inputs top-heavy" if top_share else ""
+    numbers += "".join(f", {note}" for note in draw)
     return f"recipe {recipe}, {model_name(arch)} model, preset {preset}{f' ({shape})' if shape else ''}, {frame}{numbers}"
 
 
