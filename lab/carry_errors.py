@@ -17,7 +17,13 @@ from parse import call, parser  # lab/parse.py
 
 from abcmini.errors import UserError
 from abcmini.nn.block_lines import output_coordinates
-from abcmini.tasks import Pool, extrapolation_operands, pad_digits, training_operands
+from abcmini.tasks import (
+    Pool,
+    extrapolation_operands,
+    pad_digits,
+    top_heavy,
+    training_operands,
+)
 
 
 def row_carries(a: torch.Tensor, b: torch.Tensor, frame: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -59,12 +65,11 @@ def main(run_dir: str, length: int, examples: int = 1000) -> None:
     )
     wrong = predicted != target
     numbers = Pool.make(cfg.data_seed).train if cfg.from_pool else None
-    trained, _ = row_carries(
-        *training_operands(
-            "multiply", numbers, 10_000, torch.Generator().manual_seed(cfg.seed), cfg.train_digits
-        ),
-        cfg.train_pad_width,
-    )
+    generator = torch.Generator().manual_seed(cfg.seed)
+    drawn = training_operands("multiply", numbers, 10_000, generator, cfg.train_digits)
+    if cfg.top_share:
+        drawn = top_heavy(drawn, cfg.top_share, generator)
+    trained, _ = row_carries(*drawn, cfg.train_pad_width)
     print(
         f"{run_dir}, {length} digits: exact {(output == example.tgt_out).all(1).float().mean():.2%}"
     )
