@@ -296,4 +296,4 @@ def test_the_stress_table_of_multi_operand_md_is_its_records():
         "docs/multi-operand.md's stress table differs from its records: run abcmini report "
         "results/stress --out runs/stress.md --readme docs/multi-operand.md"
     )
-    assert "| one_operand | nope+abc | 0 | 0.00 | 0.00 |" in text  # the block is not empty
+    assert "| one_operand | nope+abc |" in text  # the block is not empty
