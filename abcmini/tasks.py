@@ -470,7 +470,10 @@ def top_heavy(operands: tuple, share: float, generator: torch.Generator) -> tupl
     its number's leading digit on; a 0 stays 0) is redrawn uniformly in ``f … 9``, ``f`` uniform
     in 5 … 9 per example. Digits from the top of the range make the long and heavy carries that
     random numbers rarely hold (a product row carrying 8, a running sum of nines); ``f`` 9 is a
-    number of nines. The other examples are the draw's own."""
+    number of nines. The other examples are the draw's own; with ``share`` 0 all are, and the
+    generator is left as it was."""
+    if not share:
+        return operands
     n = operands[0].shape[0]
     chosen = torch.rand(n, generator=generator) < share
     floor = torch.randint(5, 10, (n,), generator=generator)

@@ -211,7 +211,13 @@ class Trainer:
             else 0
         )
         frame = cfg.train_pad_width + spread
-        return format_task(cfg.task, *self.drawn(a, b), frame, cfg.form, self.generator)
+        return format_task(
+            cfg.task,
+            *top_heavy((a, b), cfg.top_share, self.generator),
+            frame,
+            cfg.form,
+            self.generator,
+        )
 
     def of_length(self, length: int, n: int) -> Example:
         """``n`` training examples of numbers of ``length`` digits in a frame of that length."""
@@ -226,12 +232,12 @@ class Trainer:
             cfg.operand_lengths == "unequal",
             self.operand_count(),
         )
-        return format_task(cfg.task, *self.drawn(a, b), length, cfg.form, self.generator)
-
-    def drawn(self, a, b) -> tuple:
-        """The training draw's operands, ``top_share`` of them redrawn top-heavy (``top_heavy``)."""
-        return (
-            top_heavy((a, b), self.cfg.top_share, self.generator) if self.cfg.top_share else (a, b)
+        return format_task(
+            cfg.task,
+            *top_heavy((a, b), cfg.top_share, self.generator),
+            length,
+            cfg.form,
+            self.generator,
         )
 
     def operand_count(self) -> int | None:

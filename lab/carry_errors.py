@@ -67,9 +67,7 @@ def main(run_dir: str, length: int, examples: int = 1000) -> None:
     numbers = Pool.make(cfg.data_seed).train if cfg.from_pool else None
     generator = torch.Generator().manual_seed(cfg.seed)
     drawn = training_operands("multiply", numbers, 10_000, generator, cfg.train_digits)
-    if cfg.top_share:
-        drawn = top_heavy(drawn, cfg.top_share, generator)
-    trained, _ = row_carries(*drawn, cfg.train_pad_width)
+    trained, _ = row_carries(*top_heavy(drawn, cfg.top_share, generator), cfg.train_pad_width)
     print(
         f"{run_dir}, {length} digits: exact {(output == example.tgt_out).all(1).float().mean():.2%}"
     )

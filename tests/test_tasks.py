@@ -237,6 +237,9 @@ def test_a_top_heavy_share_redraws_whole_examples_from_a_floor_and_keeps_their_l
     kept = ~changed
     assert all(torch.equal(x[kept], y[kept]) for x, y in zip(heavy, (a, b, c)))
     assert top_heavy((a, None), 0.0, g)[0].equal(a) and top_heavy((a, None), 0.0, g)[1] is None
+    state = g.get_state()  # share 0 draws nothing: the protocol's training stream is unchanged
+    top_heavy((a, b, c), 0.0, g)
+    assert torch.equal(g.get_state(), state)
 
 
 def test_parity_running_xor_and_classification():
