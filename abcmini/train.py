@@ -210,14 +210,7 @@ class Trainer:
             if cfg.frame_spread
             else 0
         )
-        frame = cfg.train_pad_width + spread
-        return format_task(
-            cfg.task,
-            *top_heavy((a, b), cfg.top_share, self.generator),
-            frame,
-            cfg.form,
-            self.generator,
-        )
+        return self.formatted((a, b), cfg.train_pad_width + spread)
 
     def of_length(self, length: int, n: int) -> Example:
         """``n`` training examples of numbers of ``length`` digits in a frame of that length."""
@@ -232,13 +225,13 @@ class Trainer:
             cfg.operand_lengths == "unequal",
             self.operand_count(),
         )
-        return format_task(
-            cfg.task,
-            *top_heavy((a, b), cfg.top_share, self.generator),
-            length,
-            cfg.form,
-            self.generator,
-        )
+        return self.formatted((a, b), length)
+
+    def formatted(self, operands: tuple, frame: int) -> Example:
+        """Training operands in a frame, ``top_share`` of them redrawn top-heavy first."""
+        cfg = self.cfg
+        drawn = top_heavy(operands, cfg.top_share, self.generator)
+        return format_task(cfg.task, *drawn, frame, cfg.form, self.generator)
 
     def operand_count(self) -> int | None:
         """A multiadd batch's operand count, ``min_operands`` … 5 (drawn where the draw of
