@@ -1,6 +1,6 @@
 """abcmini's speed, each number measured side by side against its baseline in this one run.
 
-    python benchmarks/bench.py [--only throughput,decode,calibration,eval,mask,screen,fire,prompt,final,zhou]
+    python benchmarks/bench.py [--only throughput,decode,calibration,eval,mask,screen,fire,prompt,final,zhou,heatmaps]
 
 1. training throughput (tokens/s, forward + backward + Adam) of our Transformer against
    ``torch.nn.Transformer`` with the same configuration (the ``cpu`` preset, pre-LN, GELU), and
@@ -30,7 +30,10 @@
    teacher-forced pass, 35-digit multiadd (25 operands), with a check that both agree;
 10. a training step of FIRE as Zhou et al.'s recipe (reversed operands, index hints, FIRE over
    randomized positions: ``recipes/own-papers-authors.yaml``) against one of FIRE alone
-   (``recipes/own-papers.yaml``), the same cell, interleaved.
+   (``recipes/own-papers.yaml``), the same cell, interleaved;
+11. a tracked run's attention picture (``heatmap_grid``: every head's panel in one image on one
+   pair of axes) against a grid of one axes per head with its own ticks (kept here only, as the
+   baseline), drawn and written as PNG as wandb does, at a 7- and a 100-digit input.
 
 Speed does not depend on the weights, so models are freshly initialised.
 """
@@ -471,12 +474,63 @@ def zhou_step(rounds: int, steps: int) -> None:
     )
 
 
+# ---------------------------------------------------------------- 11. heatmaps
+
+
+def heatmap_per_axes(maps: torch.Tensor, tokens: str | None):
+    """The baseline: one axes per head, each with its own ticks, labels and title."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 4, figsize=(12, 6), squeeze=False)
+    fig.subplots_adjust(left=0.1, right=0.8, bottom=0.14, top=0.85, wspace=0.25, hspace=0.45)
+    for h, ax in enumerate(axes.flat):
+        image = ax.imshow(maps[h].numpy(), aspect="auto", interpolation="nearest")
+        ax.set_title(f"head {h}", fontsize=9)
+        ax.set_ylabel("output digit", fontsize=8)
+        ax.set_xlabel("input token", fontsize=8)
+        if tokens is not None:
+            ax.set_xticks(range(len(tokens)), list(tokens), fontsize=6)
+        ax.tick_params(labelsize=6)
+    fig.colorbar(image, cax=fig.add_axes([0.84, 0.15, 0.02, 0.65]))
+    return fig
+
+
+def heatmaps(repeats: int) -> None:
+    """``heatmap_grid`` against ``heatmap_per_axes``, each drawn and written to PNG, interleaved."""
+    import io
+
+    from abcmini.outputs.figures import close, heatmap_grid
+
+    for digits, tokens in ((7, "$1234567+7654321="), (100, None)):
+        keys = 2 * digits + 3
+        maps = torch.softmax(torch.randn(8, digits + 1, keys), -1)
+        draw = {
+            "one image": lambda: heatmap_grid(maps, "t", "output digit", "input token", tokens),
+            "per axes": lambda: heatmap_per_axes(maps, tokens),
+        }
+        spent = dict.fromkeys(draw, 0.0)
+        for _ in range(repeats):
+            for name, make in draw.items():
+                start = time.perf_counter()
+                fig = make()
+                fig.savefig(io.BytesIO(), format="png")
+                close(fig)
+                spent[name] += time.perf_counter() - start
+        one, per = (spent[name] / repeats for name in draw)
+        print(
+            f"11. attention picture of 8 heads, {digits}-digit input ({digits + 1} x {keys}), "
+            f"drawn and written as PNG: one image {one:.2f} s   per axes {per:.2f} s   "
+            f"ratio {per / one:.2f}x"
+        )
+
+
 def main():
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--only", default="throughput,decode,calibration,eval,mask,screen,fire,prompt,final,zhou"
+        "--only",
+        default="throughput,decode,calibration,eval,mask,screen,fire,prompt,final,zhou,heatmaps",
     )
     parser.add_argument("--decode-samples", type=int, default=200)
     args = parser.parse_args()
@@ -501,6 +555,8 @@ def main():
         final_number(samples=62)
     if "zhou" in wanted:
         zhou_step(rounds=6, steps=5)
+    if "heatmaps" in wanted:
+        heatmaps(repeats=10)
 
 
 if __name__ == "__main__":

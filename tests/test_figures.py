@@ -25,3 +25,32 @@ def test_an_abs_window_image_keeps_its_labels_and_colorbar_inside_and_names_its_
         "0"
     ]  # open: 0; closed cells are grey, off the scale
     close(figure)
+
+
+def test_each_heads_panel_shows_its_own_map_and_closed_cells_grey():
+    import matplotlib
+    import torch
+
+    from abcmini.outputs.figures import CLOSED, heatmap_grid
+
+    maps = torch.arange(5 * 3 * 7, dtype=torch.float).reshape(5, 3, 7)
+    maps[2, 1, :4] = float("-inf")
+    figure = heatmap_grid(maps, "five heads", "row", "column", cols=2)
+    (image,) = figure.axes[0].get_images()
+    mosaic = torch.from_numpy(image.get_array()).float()
+    bar = figure.axes[-1]  # the colorbar: the scale the panels are drawn in
+    assert bar.get_ylim() == (0, 104)
+    cmap, norm = bar.collections[0].cmap, matplotlib.colors.Normalize(0, 104)
+    panels = [text.get_text() for text in figure.axes[0].texts]
+    assert panels == [f"head {h}" for h in range(5)]
+    filled = (mosaic[..., 3] > 0).sum().item()
+    assert filled == 5 * 3 * 7  # five panels of 3 × 7 cells, nothing else drawn
+    for h in range(5):
+        rows, cols = torch.nonzero(mosaic[..., 3] > 0).T
+        top = sorted(set(rows.tolist()))[3 * (h // 2)]
+        left = sorted(set(cols.tolist()))[7 * (h % 2)]
+        panel = mosaic[top : top + 3, left : left + 7]
+        expected = torch.from_numpy(cmap(norm(maps[h].clamp(min=0).numpy()))).float()
+        expected[~torch.isfinite(maps[h])] = torch.tensor(matplotlib.colors.to_rgba(CLOSED))
+        assert torch.allclose(panel, expected), h
+    close(figure)

@@ -549,3 +549,15 @@ def test_a_resumed_run_continues_its_wandb_run(offline, tmp_path):
     first, second = read_offline_runs(offline)
     assert first.id == second.id == (tmp_path / "r" / "wandb-id").read_text()
     assert [row["_step"] for row in second.history if "valid/exact_match" in row] == [6]
+
+
+def test_wandb_mode_disabled_is_no_run_and_draws_nothing(tmp_path, monkeypatch):
+    """wandb's own switch turns tracking off as ``--no-wandb`` does: no run, so no picture is
+    drawn for a no-op run to drop, and no run id kept for a resume."""
+    from abcmini.outputs.track import Tracker
+
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    before = os.environ.get("WANDB_DATA_DIR")
+    tracker = Tracker.start(True, str(tmp_path / "run"), "train", {}, "g", keep_id=True)
+    assert tracker.run is None and os.environ.get("WANDB_DATA_DIR") == before
+    assert not (tmp_path / "run" / "wandb-id").exists()

@@ -13,6 +13,7 @@ everything ``wandb sync`` needs.
   (``WANDB_MODE=offline`` is put in the environment, the only way wandb makes no network call);
   ``wandb sync`` uploads later. A server that does not answer within ``REACH_SECONDS`` is one
   warning and the run is logged offline.
+- ``WANDB_MODE=disabled`` (wandb's own switch) is ``--no-wandb``: no run, and no picture drawn.
 - Every call is guarded: if wandb fails, the tracker warns once and turns itself off.
 - Under ``wandb agent`` (``WANDB_SWEEP_ID``, ``WANDB_RUN_ID`` and ``WANDB_SWEEP_PARAM_PATH`` in the
   environment) wandb ignores ``id=`` and ``project=`` and pushes the sweep's parameters into every
@@ -240,6 +241,9 @@ class Tracker:
                     mode=mode,
                     settings=wandb.Settings(**SETTINGS),
                 )
+            if tracker.run.disabled:  # WANDB_MODE=disabled: draw and log nothing, as --no-wandb
+                tracker.finish()
+                return tracker
             folder = os.path.relpath(
                 os.path.dirname(os.path.abspath(tracker.run.dir)), os.path.abspath(run_dir)
             )
