@@ -122,7 +122,7 @@ def test_the_own_papers_table_of_todays_methods_md_is_its_records():
     beside = collect("results/own-papers-authors") + collect("results/papers-scale")
     table = with_blocks(text, records, beside, ("own-papers",))
     assert table == text, f"docs/todays-methods.md's own-papers table differs: run {OWN_PAGE}"
-    assert len(records) == 9 and "| `papers-scale/coupling+varied-s0` |" in text
+    assert len(records) == 10 and "| `papers-scale/coupling+varied-s0` |" in text
 
 
 @pytest.mark.parametrize("root", ["own-papers", "papers-scale"])
