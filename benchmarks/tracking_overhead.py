@@ -5,7 +5,8 @@
 Runs ``abcmini train`` (Successor, pad width 20, the ``cpu`` preset) alternately with
 ``--no-wandb`` and with tracking, in fresh processes (one thread each), and prints the median
 wall time of each and their ratio. Tracking logs loss and learning rate every 10 steps,
-validation at every evaluation, and the heatmaps at the end.
+validation at every evaluation, and the attention pictures before training, at every
+evaluation and at the end.
 """
 
 import argparse
