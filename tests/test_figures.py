@@ -45,10 +45,9 @@ def test_each_heads_panel_shows_its_own_map_and_closed_cells_grey():
     assert panels == [f"head {h}" for h in range(5)]
     filled = (mosaic[..., 3] > 0).sum().item()
     assert filled == 5 * 3 * 7  # five panels of 3 × 7 cells, nothing else drawn
+    rows, cols = (sorted(set(at.tolist())) for at in torch.nonzero(mosaic[..., 3] > 0).T)
     for h in range(5):
-        rows, cols = torch.nonzero(mosaic[..., 3] > 0).T
-        top = sorted(set(rows.tolist()))[3 * (h // 2)]
-        left = sorted(set(cols.tolist()))[7 * (h % 2)]
+        top, left = rows[3 * (h // 2)], cols[7 * (h % 2)]
         panel = mosaic[top : top + 3, left : left + 7]
         expected = torch.from_numpy(cmap(norm(maps[h].clamp(min=0).numpy()))).float()
         expected[~torch.isfinite(maps[h])] = torch.tensor(matplotlib.colors.to_rgba(CLOSED))

@@ -15,6 +15,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from einops import rearrange  # noqa: E402
 
 from abcmini.nn.calibrate import average_attention  # noqa: E402
@@ -57,10 +58,8 @@ def heatmap_grid(
     colours = torch.from_numpy(cmap(norm(maps.clamp(low, high).numpy()))).float()
     colours[~torch.isfinite(maps)] = torch.tensor(matplotlib.colors.to_rgba(CLOSED))
     gap_q, gap_k = max(1, round(0.3 * q)), max(1, round(0.15 * k))  # room for a panel's title
-    mosaic = torch.zeros(rows, q + gap_q, cols, k + gap_k, 4)  # transparent between panels
-    for h in range(heads):
-        mosaic[h // cols, gap_q:, h % cols, :k] = colours[h]
-    mosaic = rearrange(mosaic, "r q c k rgba -> (r q) (c k) rgba")[:, :-gap_k]
+    panels = F.pad(colours, (0, 0, 0, gap_k, gap_q, 0, 0, rows * cols - heads))  # transparent
+    mosaic = rearrange(panels, "(r c) q k rgba -> (r q) (c k) rgba", c=cols)[:, :-gap_k]
     aspect = min(max(k / q, 1.0), 2.0)
     fig, ax = plt.subplots(figsize=(max(2.6 * cols * aspect + 1.2, 5.5), 2.6 * rows + 0.8))
     fig.subplots_adjust(left=0.1, right=0.8, bottom=0.14, top=0.85)
